@@ -1,0 +1,88 @@
+// kvforge eval ppl — perplexity with llama.cpp's llama-perplexity protocol.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "base/strings.h"
+#include "commands.h"
+#include "flags.h"
+#include "kvforge/engine.h"
+
+namespace kvforge::cli {
+namespace {
+
+int PplMain(const Args& args) {
+  std::string model, text_path;
+  int64_t ctx = 512, chunks = -1, threads = 0;
+  bool json = false, kv_f32 = false;
+  FlagParser p("eval ppl", "Perplexity as llama-perplexity computes it: the text tokenized once (with BOS),\n"
+                           "split into chunks of --ctx tokens, each chunk's first token replaced by BOS, the\n"
+                           "second half of each chunk scored. Prints the running value per chunk and the final PPL.");
+  p.AddString("model", &model, "GGUF model path (default: the embedded model)");
+  p.AddString("text", &text_path, "UTF-8 text file");
+  p.AddInt("ctx", &ctx, "tokens per chunk");
+  p.AddInt("chunks", &chunks, "at most this many chunks (-1 = all)");
+  p.AddInt("threads", &threads, "compute threads (0 = one per core)");
+  p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
+  p.AddBool("json", &json, "print a JSON object");
+  p.Require("text");
+  if (int rc = HandleParse(p, args); rc >= 0) return rc;
+  if (ctx < 8 || ctx > 1 << 20 || chunks < -1 || threads < 0) {
+    std::fprintf(stderr, "kvforge: --ctx must be 8..1048576, --chunks >= -1, --threads >= 0\n");
+    return 2;
+  }
+  std::ifstream in(text_path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "kvforge: cannot read %s\n", text_path.c_str());
+    return 1;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EngineOptions eo;
+  eo.model_path = model;
+  eo.threads = static_cast<int>(threads);
+  eo.max_context = ctx;
+  eo.kv_f16 = !kv_f32;
+  auto engine = Engine::Create(eo);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());
+    return 1;
+  }
+  PerplexityOptions po;
+  po.ctx = ctx;
+  po.max_chunks = chunks;
+  po.progress = [&](int64_t c, int64_t n, double ppl) {
+    if (json) std::fprintf(stderr, "\r[%lld/%lld] ppl %.4f", (long long)c, (long long)n, ppl);
+    else std::printf("[%lld/%lld] %.4f\n", (long long)c, (long long)n, ppl);
+    std::fflush(stdout);
+  };
+  auto r = (*engine)->Perplexity(ss.str(), po);
+  if (json) std::fputs("\n", stderr);
+  if (!r.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", r.error().message().c_str());
+    return 1;
+  }
+  if (json) {
+    std::printf("{\"ppl\":%.6f,\"stderr\":%.6f,\"chunks\":%lld,\"tokens_scored\":%lld,\"ctx\":%lld}\n", r->ppl,
+                r->stderr_ppl, (long long)r->chunks, (long long)r->tokens_scored, (long long)ctx);
+  } else {
+    std::printf("Final estimate: PPL = %.4f +/- %.5f (%lld chunks of %lld tokens, %lld tokens scored)\n", r->ppl,
+                r->stderr_ppl, (long long)r->chunks, (long long)ctx, (long long)r->tokens_scored);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int EvalMain(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs("usage: kvforge eval ppl [flags]   (kvforge eval ppl --help)\n", args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "ppl") return PplMain(Args(args.begin() + 1, args.end()));
+  std::fprintf(stderr, "kvforge: unknown eval mode '%s' (available: ppl)\n", args[0].c_str());
+  return 2;
+}
+
+}  // namespace kvforge::cli

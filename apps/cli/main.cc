@@ -1,0 +1,54 @@
+// kvforge — one executable, many subcommands. Each subcommand lives in its own cmd_*.cc.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(const kvforge::cli::Args&);
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"run", kvforge::cli::RunMain, "generate text from a prompt (embedded default model if no --model)"},
+    {"tokenize", kvforge::cli::TokenizeMain, "print the token ids of stdin's text"},
+    {"info", kvforge::cli::InfoMain, "describe a GGUF model: architecture, sizes, dtypes, KV bytes/token"},
+    {"make-model", kvforge::cli::MakeModelMain, "write a random-weight GGUF model for tests and benchmarks"},
+    {"eval", kvforge::cli::EvalMain, "evaluate a model (eval ppl: perplexity on a text)"},
+#ifdef KVF_HAVE_CALC
+    {"calc", kvforge::cli::CalcMain, "KV-cache memory calculator"},
+#endif
+#ifdef KVF_HAVE_CHAT_TEMPLATE
+    {"chat-template", kvforge::cli::ChatTemplateMain, "render a chat template with messages"},
+#endif
+};
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out, "usage: kvforge <command> [flags]   (kvforge <command> --help for its flags)\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-14s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    PrintUsage(stdout);
+    return 0;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const auto& c : kCommands)
+    if (cmd == c.name) return c.fn(args);
+  std::fprintf(stderr, "kvforge: unknown command '%s'\n", cmd.c_str());
+  PrintUsage(stderr);
+  return 2;
+}

@@ -1,0 +1,57 @@
+// Kernel micro-benchmarks: matmul per weight format (decode GEMV and a 32-token GEMM), for every
+// kernel table this CPU supports, with bytes/s of weights streamed and FLOP/s.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "tensor/dequant.h"
+
+namespace {
+
+using kvforge::kernels::WType;
+
+void BM_MatMul(benchmark::State& state, const char* table_name, WType w) {
+  const kvforge::kernels::KernelTable* table = nullptr;
+  for (auto* t : kvforge::kernels::AvailableTables())
+    if (std::string(t->name) == table_name) table = t;
+  if (table == nullptr) {
+    state.SkipWithError("kernel table not supported on this CPU");
+    return;
+  }
+  const int64_t rows = 768, cols = 768, n_tok = state.range(0);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(n_tok * cols));
+  for (auto& v : wf) v = nd(rng);
+  for (auto& v : x) v = nd(rng);
+  const auto dt = static_cast<kvforge::tensor::DType>(w);
+  const size_t rb = *kvforge::tensor::RowBytes(dt, cols);
+  std::vector<uint8_t> wq(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) (void)kvforge::tensor::QuantizeRow(dt, wf.data() + r * cols, wq.data() + r * rb, cols);
+  const size_t xr = kvforge::kernels::PreparedRowBytes(w, cols);
+  std::vector<uint8_t> xp(xr * n_tok);
+  for (int64_t t = 0; t < n_tok; ++t) table->prepare_act(w, x.data() + t * cols, xp.data() + t * xr, cols);
+  std::vector<float> y(static_cast<size_t>(n_tok * rows));
+  for (auto _ : state) {
+    table->matmul_rows(w, wq.data(), rb, cols, xp.data(), n_tok, y.data(), rows, 0, rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(rb * rows));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tok * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+#define KVF_MATMUL_BENCH(table, wt)                                                 \
+  BENCHMARK_CAPTURE(BM_MatMul, table##_##wt, #table, WType::k##wt)->Arg(1)->Arg(32)
+
+KVF_MATMUL_BENCH(ref, F32);
+KVF_MATMUL_BENCH(avx2, F32);
+KVF_MATMUL_BENCH(ref, F16);
+KVF_MATMUL_BENCH(avx2, F16);
+KVF_MATMUL_BENCH(avx2, BF16);
+KVF_MATMUL_BENCH(ref, Q8_0);
+KVF_MATMUL_BENCH(avx2, Q8_0);
+KVF_MATMUL_BENCH(avx2, Q4_0);
+
+}  // namespace

@@ -1,0 +1,109 @@
+// kvforge/engine.h — the embedding API: load a GGUF model, tokenize, generate, evaluate.
+//
+// An Engine owns one model, its tokenizer, a KV cache and a compute thread pool. Generate() runs
+// one request to completion on the calling thread, streaming each token to a callback; the
+// continuous-batching engine (many concurrent requests) builds on the same pieces.
+// Thread-safety: one thread at a time per Engine. No exception escapes; errors are Status.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvforge/sampling_params.h"
+#include "kvforge/status.h"
+
+namespace kvforge {
+
+struct EngineOptions {
+  std::string model_path;          // GGUF file; empty: the embedded default model
+  int threads = 0;                 // 0: one per core
+  int64_t max_context = 0;         // 0: the model's training context, capped at 8192
+  bool kv_f16 = true;              // KV cache element type: f16 (default) or f32
+  int32_t kv_block_tokens = 16;    // KV block size in tokens
+  int64_t prefill_chunk = 512;     // prompt tokens per forward step
+};
+
+struct ModelInfo {
+  std::string architecture;
+  std::string name;
+  int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+  int64_t rope_dim;
+  float rope_freq_base, rope_freq_scale;
+  bool rope_neox;
+  float rms_eps;
+  bool tied_output;
+  uint64_t n_params;
+  uint64_t weight_bytes;
+  std::string tokenizer_model;
+  int32_t bos, eos;
+  uint64_t kv_bytes_per_token;     // with the engine's KV element type, all layers, K and V
+};
+
+enum class FinishReason { kLength, kStop, kEos, kCancelled };
+const char* FinishReasonName(FinishReason r);
+
+struct GenerationResult {
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> tokens;     // generated ids (EOS excluded)
+  std::string text;                // detokenized generated text (stop string excluded)
+  FinishReason finish = FinishReason::kLength;
+  double ttft_ms = 0;              // request start to first generated token
+  double prefill_ms = 0;
+  double decode_ms = 0;
+  double prefill_tokens_per_s = 0;
+  double decode_tokens_per_s = 0;  // tokens after the first / decode time
+  std::vector<double> itl_ms;      // inter-token latencies
+  std::vector<float> logprobs;     // of each generated token (raw logits, before penalties)
+};
+
+// Called with each new piece of text (complete UTF-8) and its token id; return false to stop.
+using TokenCallback = std::function<bool(int32_t token, const std::string& piece)>;
+
+struct PerplexityOptions {
+  int64_t ctx = 512;
+  int64_t max_chunks = -1;         // -1: all
+  std::function<void(int64_t chunk, int64_t n_chunks, double ppl)> progress;
+};
+
+struct PerplexityResult {
+  double ppl = 0;
+  double stderr_ppl = 0;
+  int64_t chunks = 0;
+  int64_t tokens_scored = 0;
+  double nll_mean = 0;
+  std::vector<double> running_ppl;  // after each chunk
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  ~Engine();
+
+  const ModelInfo& info() const;
+  int64_t max_context() const;
+  int num_threads() const;
+
+  Result<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special,
+                                        bool parse_special) const;
+  std::string TokenToPiece(int32_t token) const;
+
+  // Runs one request to completion (or until the callback returns false).
+  Result<GenerationResult> Generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
+                                    const TokenCallback& on_token = nullptr);
+
+  // llama-perplexity protocol on `text`.
+  Result<PerplexityResult> Perplexity(const std::string& text, const PerplexityOptions& options);
+
+  // Raw logits for the last token after prefilling `tokens` from position 0 (tests, tools).
+  Result<std::vector<float>> LogitsFor(const std::vector<int32_t>& tokens);
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvforge

@@ -1,0 +1,324 @@
+// engine.cc — implements kvforge::Engine (include/kvforge/engine.h): single-request generation
+// and perplexity over one model, one KV store and one thread pool.
+#include "kvforge/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "assets/default_model.h"
+#include "base/strings.h"
+#include "gguf/gguf_reader.h"
+#include "kernels/thread_pool.h"
+#include "model/kv_store.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvforge {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+}  // namespace
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kEos: return "stop";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+struct Engine::Impl {
+  EngineOptions opts;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<model::KvStore> kv;
+  std::unique_ptr<kernels::ThreadPool> pool;
+  model::Workspace ws;
+  ModelInfo info;
+  int64_t max_ctx = 0;
+
+  // Prefills tokens[from..] into slot 0 starting at position `from`; logits of the last token.
+  Status Prefill(const std::vector<int32_t>& tokens, int64_t from, std::vector<float>* logits) {
+    if (!kv->Reserve(0, static_cast<int64_t>(tokens.size())))
+      return Status::ResourceExhausted("KV cache too small for the prompt");
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    for (int64_t b = from; b < n; b += opts.prefill_chunk) {
+      const int64_t e = std::min(n, b + opts.prefill_chunk);
+      model::Batch batch;
+      batch.tokens.assign(tokens.begin() + b, tokens.begin() + e);
+      batch.seqs.push_back({0, b, 0, e - b, false, e == n});
+      KVF_RETURN_IF_ERROR(model->Forward(batch, *kv, ws, *pool, logits));
+    }
+    return Status::Ok();
+  }
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->opts = options;
+  if (options.threads < 0 || options.threads > 1024) return Status::InvalidArgument("threads must be 0..1024");
+  if (options.kv_block_tokens <= 0 || options.kv_block_tokens > 4096)
+    return Status::InvalidArgument("kv block size must be 1..4096 tokens");
+  if (options.prefill_chunk <= 0) return Status::InvalidArgument("prefill chunk must be positive");
+  if (options.max_context < 0) return Status::InvalidArgument("max context must be >= 0");
+  if (options.model_path.empty()) {
+    KVF_ASSIGN_OR_RETURN(impl->model, model::Model::LoadFromMemory(assets::DefaultModelData(),
+                                                                   assets::DefaultModelSize(),
+                                                                   assets::kDefaultModelName));
+  } else {
+    KVF_ASSIGN_OR_RETURN(impl->model, model::Model::Load(options.model_path));
+  }
+  KVF_ASSIGN_OR_RETURN(impl->tok, tokenizer::Tokenizer::FromGguf(impl->model->file()));
+  const model::ModelConfig& c = impl->model->config();
+  if (impl->tok->n_vocab() > c.n_vocab)
+    return Status::InvalidArgument(options.model_path + ": the tokenizer has more tokens than the embedding");
+  impl->max_ctx = options.max_context > 0 ? options.max_context : std::min<int64_t>(c.n_ctx_train, 8192);
+  model::KvStoreConfig kc;
+  kc.n_layer = static_cast<int32_t>(c.n_layer);
+  kc.n_kv_head = static_cast<int32_t>(c.n_head_kv);
+  kc.head_dim = static_cast<int32_t>(c.head_dim);
+  kc.block_tokens = options.kv_block_tokens;
+  kc.num_blocks = (impl->max_ctx + kc.block_tokens - 1) / kc.block_tokens;
+  kc.num_seqs = 1;
+  kc.f16 = options.kv_f16;
+  KVF_ASSIGN_OR_RETURN(impl->kv, model::KvStore::Create(kc));
+  impl->pool = std::make_unique<kernels::ThreadPool>(options.threads);
+
+  ModelInfo& i = impl->info;
+  i.architecture = c.arch_name;
+  i.name = c.name;
+  i.n_vocab = c.n_vocab;
+  i.n_embd = c.n_embd;
+  i.n_layer = c.n_layer;
+  i.n_head = c.n_head;
+  i.n_head_kv = c.n_head_kv;
+  i.head_dim = c.head_dim;
+  i.n_ff = c.n_ff;
+  i.n_ctx_train = c.n_ctx_train;
+  i.rope_dim = c.rope_dim;
+  i.rope_freq_base = c.rope_freq_base;
+  i.rope_freq_scale = c.rope_freq_scale;
+  i.rope_neox = c.rope_neox;
+  i.rms_eps = c.rms_eps;
+  i.tied_output = impl->model->weights().tied_output;
+  i.n_params = 0;
+  i.weight_bytes = 0;
+  for (const auto& t : impl->model->file().tensors()) {
+    i.n_params += static_cast<uint64_t>(t.NumElements());
+    i.weight_bytes += t.nbytes;
+  }
+  i.tokenizer_model = impl->tok->vocab().model;
+  i.bos = impl->tok->bos();
+  i.eos = impl->tok->eos();
+  i.kv_bytes_per_token = static_cast<uint64_t>(c.KvBytesPerToken(options.kv_f16 ? 2 : 4));
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const ModelInfo& Engine::info() const { return impl_->info; }
+int64_t Engine::max_context() const { return impl_->max_ctx; }
+int Engine::num_threads() const { return impl_->pool->num_threads(); }
+
+Result<std::vector<int32_t>> Engine::Tokenize(const std::string& text, bool add_special,
+                                              bool parse_special) const {
+  return impl_->tok->Encode(text, add_special, parse_special);
+}
+
+std::string Engine::TokenToPiece(int32_t token) const { return impl_->tok->TokenToPiece(token); }
+
+Result<std::vector<float>> Engine::LogitsFor(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) return Status::InvalidArgument("no tokens");
+  if (static_cast<int64_t>(tokens.size()) > impl_->max_ctx)
+    return Status::InvalidArgument("more tokens than the context holds");
+  impl_->kv->Release(0);
+  std::vector<float> logits;
+  KVF_RETURN_IF_ERROR(impl_->Prefill(tokens, 0, &logits));
+  impl_->kv->Release(0);
+  return logits;
+}
+
+namespace {
+
+// Longest suffix of `text` that is a proper prefix of some stop string: text that must be held
+// back while streaming because the next token might complete a stop string.
+size_t StopHoldback(const std::string& text, const std::vector<std::string>& stops) {
+  size_t hold = 0;
+  for (const auto& s : stops) {
+    for (size_t k = std::min(s.size() - 1, text.size()); k > hold; --k) {
+      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  return hold;
+}
+
+}  // namespace
+
+Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
+                                          const TokenCallback& on_token) {
+  KVF_RETURN_IF_ERROR(params.Validate());
+  Impl& im = *impl_;
+  const int64_t n_vocab = im.model->config().n_vocab;
+  if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
+  for (int32_t t : prompt)
+    if (t < 0 || t >= n_vocab)
+      return Status::InvalidArgument(base::StrFormat("prompt token %d is outside the vocabulary", t));
+  if (static_cast<int64_t>(prompt.size()) >= im.max_ctx)
+    return Status::InvalidArgument(base::StrFormat("the prompt has %zu tokens; the context holds %lld",
+                                                   prompt.size(), (long long)im.max_ctx));
+  GenerationResult r;
+  r.prompt_tokens = prompt;
+  const auto t0 = Clock::now();
+  im.kv->Release(0);
+  std::vector<float> logits;
+  KVF_RETURN_IF_ERROR(im.Prefill(prompt, 0, &logits));
+  r.prefill_ms = MsSince(t0);
+  r.prefill_tokens_per_s = prompt.size() / std::max(1e-9, r.prefill_ms / 1000.0);
+
+  sampling::Sampler sampler(params);
+  tokenizer::StreamDecoder decoder(*im.tok);
+  std::vector<int32_t> history = prompt;
+  size_t emitted = 0;
+  auto last = Clock::now();
+  Clock::time_point first_token_time;
+  bool stopped = false;
+  while (static_cast<int32_t>(r.tokens.size()) < params.max_tokens) {
+    std::vector<float> raw;
+    if (params.logprobs > 0) raw.assign(logits.begin(), logits.begin() + n_vocab);
+    const int32_t tok = sampler.Sample(logits.data(), n_vocab, history);
+    const auto now = Clock::now();
+    if (r.tokens.empty() && !stopped) {
+      r.ttft_ms = std::chrono::duration<double, std::milli>(now - t0).count();
+      first_token_time = now;
+    } else {
+      r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    }
+    last = now;
+    const bool is_stop_id = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), tok) !=
+                            params.stop_token_ids.end();
+    if ((im.tok->IsEog(tok) && !params.ignore_eos) || is_stop_id) {
+      r.finish = is_stop_id ? FinishReason::kStop : FinishReason::kEos;
+      stopped = true;
+      break;
+    }
+    r.tokens.push_back(tok);
+    if (params.logprobs > 0) r.logprobs.push_back(sampling::Sampler::LogProb(raw.data(), n_vocab, tok, nullptr, 0));
+    history.push_back(tok);
+    r.text += decoder.Push(tok);
+    // Stop strings: cut the text at the first occurrence.
+    bool hit = false;
+    for (const auto& s : params.stop) {
+      const size_t from = r.text.size() > emitted + s.size() ? emitted : 0;
+      const size_t at = r.text.find(s, from > s.size() ? from - s.size() : 0);
+      if (at != std::string::npos) {
+        r.text.resize(at);
+        hit = true;
+      }
+    }
+    const size_t safe = hit ? r.text.size() : r.text.size() - StopHoldback(r.text, params.stop);
+    if (on_token && safe > emitted) {
+      if (!on_token(tok, r.text.substr(emitted, safe - emitted))) {
+        emitted = safe;
+        r.finish = FinishReason::kCancelled;
+        stopped = true;
+        break;
+      }
+    }
+    if (safe > emitted) emitted = safe;
+    if (hit) {
+      r.finish = FinishReason::kStop;
+      stopped = true;
+      break;
+    }
+    if (static_cast<int32_t>(r.tokens.size()) >= params.max_tokens) break;
+    const int64_t pos = static_cast<int64_t>(history.size()) - 1;
+    if (pos + 1 >= im.max_ctx) break;  // context full: finish with "length"
+    if (!im.kv->Reserve(0, pos + 1)) return Status::ResourceExhausted("KV cache exhausted");
+    model::Batch batch;
+    batch.tokens = {tok};
+    batch.seqs.push_back({0, pos, 0, 1, false, true});
+    KVF_RETURN_IF_ERROR(im.model->Forward(batch, *im.kv, im.ws, *im.pool, &logits));
+  }
+  if (!stopped) r.finish = FinishReason::kLength;
+  if (r.finish != FinishReason::kStop && r.finish != FinishReason::kCancelled) {
+    r.text += decoder.Finish();
+    if (on_token && r.text.size() > emitted) on_token(-1, r.text.substr(emitted));
+  }
+  if (!r.tokens.empty()) {
+    r.decode_ms = std::chrono::duration<double, std::milli>(last - first_token_time).count();
+    if (r.tokens.size() > 1 && r.decode_ms > 0) r.decode_tokens_per_s = (r.tokens.size() - 1) / (r.decode_ms / 1000.0);
+  }
+  im.kv->Release(0);
+  return r;
+}
+
+Result<PerplexityResult> Engine::Perplexity(const std::string& text, const PerplexityOptions& o) {
+  Impl& im = *impl_;
+  if (o.ctx < 8) return Status::InvalidArgument("ctx must be at least 8");
+  if (o.ctx > im.max_ctx)
+    return Status::InvalidArgument(base::StrFormat("ctx %lld exceeds the engine's context %lld",
+                                                   (long long)o.ctx, (long long)im.max_ctx));
+  const std::vector<int32_t> tokens = im.tok->Encode(text, true, false);
+  const int64_t n_ctx = o.ctx;
+  if (static_cast<int64_t>(tokens.size()) < 2 * n_ctx)
+    return Status::InvalidArgument(base::StrFormat("the text has %zu tokens; at least 2*ctx = %lld are needed",
+                                                   tokens.size(), (long long)(2 * n_ctx)));
+  int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
+  if (o.max_chunks >= 0) n_chunks = std::min(n_chunks, o.max_chunks);
+  const int64_t first = n_ctx / 2;
+  const int64_t n_vocab = im.model->config().n_vocab;
+  const bool add_bos = im.tok->vocab().add_bos;
+  PerplexityResult res;
+  double nll = 0, nll2 = 0;
+  int64_t count = 0;
+  std::vector<float> logits;
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t start = c * n_ctx;
+    std::vector<int32_t> chunk(tokens.begin() + start, tokens.begin() + start + n_ctx);
+    if (add_bos) chunk[0] = im.tok->bos();
+    im.kv->Release(0);
+    if (!im.kv->Reserve(0, n_ctx)) return Status::ResourceExhausted("KV cache too small for ctx");
+    // Whole chunk in steps of prefill_chunk tokens, logits for every token.
+    std::vector<float> all(static_cast<size_t>(n_ctx * n_vocab));
+    for (int64_t b = 0; b < n_ctx; b += im.opts.prefill_chunk) {
+      const int64_t e = std::min(n_ctx, b + im.opts.prefill_chunk);
+      model::Batch batch;
+      batch.tokens.assign(chunk.begin() + b, chunk.begin() + e);
+      batch.seqs.push_back({0, b, 0, e - b, true, true});
+      KVF_RETURN_IF_ERROR(im.model->Forward(batch, *im.kv, im.ws, *im.pool, &logits));
+      std::copy(logits.begin(), logits.end(), all.begin() + b * n_vocab);
+    }
+    for (int64_t j = first; j < n_ctx - 1; ++j) {
+      const int32_t target = tokens[static_cast<size_t>(start + j + 1)];
+      const double lp = sampling::Sampler::LogProb(all.data() + j * n_vocab, n_vocab, target, nullptr, 0);
+      nll -= lp;
+      nll2 += lp * lp;
+      ++count;
+    }
+    res.running_ppl.push_back(std::exp(nll / static_cast<double>(count)));
+    if (o.progress) o.progress(c + 1, n_chunks, res.running_ppl.back());
+  }
+  im.kv->Release(0);
+  const double mean = nll / static_cast<double>(count);
+  double var = nll2 / static_cast<double>(count) - mean * mean;
+  res.ppl = std::exp(mean);
+  res.stderr_ppl = var > 0 && count > 1 ? std::sqrt(var / static_cast<double>(count - 1)) * res.ppl : 0;
+  res.chunks = n_chunks;
+  res.tokens_scored = count;
+  res.nll_mean = mean;
+  return res;
+}
+
+}  // namespace kvforge

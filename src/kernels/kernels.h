@@ -1,0 +1,100 @@
+// kernels.h — compute kernels behind a per-ISA function table.
+//
+// Kernels take raw pointers, sizes and strides only: they know nothing of models, requests or
+// scheduling (docs/architecture.md, rule 2). Each ISA variant (scalar reference, AVX2/FMA/F16C)
+// fills a KernelTable; Active() returns the best one this CPU supports, and AvailableTables()
+// lists every variant the CPU can run so tests compare each against the reference.
+// Thread-safety: all kernels are pure functions of their arguments; tables are immutable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kvforge::kernels {
+
+// Weight formats the matmul kernels accept (a subset of tensor::DType, same numeric ids).
+enum class WType : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kBF16 = 30 };
+
+// Activations prepared for a weight format: floats for float weights, q8_0 blocks for quantized
+// weights (so the inner loop is an integer dot product).
+enum class ActFormat { kF32, kQ8_0 };
+ActFormat ActFormatFor(WType w);
+// Bytes needed to hold one prepared activation row of `cols` values.
+size_t PreparedRowBytes(WType w, int64_t cols);
+
+// A paged view of one layer's K or V cache for one sequence. Token p of the sequence lives at
+//   base + block_table[p / block_tokens] * block_stride + (p % block_tokens) * token_stride
+// and its kv head h at + h * head_stride. Elements are f32 or f16 (is_f16).
+struct KvPageView {
+  const uint8_t* base = nullptr;
+  const int32_t* block_table = nullptr;
+  int32_t block_tokens = 0;
+  size_t block_stride = 0;
+  size_t token_stride = 0;
+  size_t head_stride = 0;
+  bool is_f16 = false;
+
+  const uint8_t* Token(int64_t p) const {
+    return base + static_cast<size_t>(block_table[p / block_tokens]) * block_stride +
+           static_cast<size_t>(p % block_tokens) * token_stride;
+  }
+};
+
+// Causal attention for `n_q` query tokens of one sequence at positions pos0 .. pos0+n_q-1, over
+// keys/values 0 .. pos0+i (inclusive) already written into the cache.
+//   q:   [n_q][n_head][head_dim] (row stride q_stride floats)
+//   out: [n_q][n_head][head_dim] (row stride out_stride floats)
+// Heads are grouped: query head h reads kv head h / (n_head / n_kv_head) (GQA/MQA/MHA).
+// Work is restricted to kv heads [kvh_begin, kvh_end) so callers can split it across threads.
+// `scratch` must hold at least (pos0 + n_q) * (n_head / n_kv_head) floats.
+struct AttentionArgs {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  int64_t n_q = 0;
+  int64_t pos0 = 0;
+  int32_t n_head = 0;
+  int32_t n_kv_head = 0;
+  int32_t head_dim = 0;
+  float scale = 1.0f;
+  KvPageView k;
+  KvPageView v;
+};
+
+struct KernelTable {
+  const char* name;
+  // Converts one activation row for weight format w (see ActFormatFor) into `dst`.
+  void (*prepare_act)(WType w, const float* x, void* dst, int64_t cols);
+  // y[t * y_stride + r] = dot(W row r, x_t) for r in [r0, r1), t in [0, n_tok).
+  // W rows are row_bytes apart; x rows are PreparedRowBytes(w, cols) apart.
+  void (*matmul_rows)(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                      const uint8_t* x_prepared, int64_t n_tok, float* y, int64_t y_stride,
+                      int64_t r0, int64_t r1);
+  // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]
+  void (*rms_norm)(const float* x, const float* weight, float* out, int64_t n, float eps);
+  // out[i] = silu(gate[i]) * up[i]
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  // Attention for kv heads [kvh_begin, kvh_end).
+  void (*attention)(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);
+};
+
+const KernelTable& ReferenceTable();
+// Best table for this CPU (AVX2 when available, else the reference).
+const KernelTable& Active();
+// Every table this CPU can run, reference first.
+std::vector<const KernelTable*> AvailableTables();
+// Forces a table by name ("ref", "avx2"); returns false when unavailable. For benchmarks/tests.
+bool SetActive(const char* name);
+
+// Applies rotary position embedding in place to `n_heads` heads of `head_dim` floats, rotating
+// the first `rot_dim` dims at position `pos`. neox=false pairs (2i, 2i+1) (llama); neox=true
+// pairs (i, i + rot_dim/2) (qwen2, gpt-neox). freq_scale is 1/linear_scaling_factor.
+void Rope(float* x, int32_t n_heads, int32_t head_dim, int32_t rot_dim, int64_t pos,
+          float freq_base, float freq_scale, bool neox);
+
+// In-place numerically stable softmax.
+void Softmax(float* x, int64_t n);
+
+}  // namespace kvforge::kernels

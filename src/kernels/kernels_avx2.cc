@@ -1,0 +1,332 @@
+// AVX2 + FMA + F16C kernels. This translation unit alone is compiled with -mavx2 -mfma -mf16c;
+// it is only called after dispatch.cc has checked the CPU supports those features.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_common.h"
+
+namespace kvforge::kernels::internal {
+namespace {
+
+inline float HSum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  __m128 sh = _mm_movehdup_ps(lo);
+  lo = _mm_add_ps(lo, sh);
+  sh = _mm_movehl_ps(sh, lo);
+  lo = _mm_add_ss(lo, sh);
+  return _mm_cvtss_f32(lo);
+}
+
+// exp(x) for 8 lanes, relative error ~2e-7 over the float range (Cephes-style polynomial).
+inline __m256 Exp256(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f);
+  const __m256 lo = _mm256_set1_ps(-87.3365478515625f);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+  fx = _mm256_floor_ps(fx);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  y = _mm256_fmadd_ps(y, x2, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  __m256i n = _mm256_cvttps_epi32(fx);
+  n = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+}
+
+inline float LoadScalarW(WType w, const uint8_t* row, int64_t i) {
+  switch (w) {
+    case WType::kF32: {
+      float f;
+      std::memcpy(&f, row + 4 * i, 4);
+      return f;
+    }
+    case WType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      return _cvtsh_ss(h);
+    }
+    default: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      return Bf16ToFp32(h);
+    }
+  }
+}
+
+template <WType W>
+inline __m256 LoadW8(const uint8_t* row, int64_t i) {
+  if constexpr (W == WType::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (W == WType::kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+// NT token dot products of one float-format weight row.
+template <WType W, int NT>
+inline void DotFloatTile(const uint8_t* row, const float* const* xs, int64_t cols, float* out) {
+  __m256 acc0[NT], acc1[NT];
+  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= cols; i += 16) {
+    const __m256 w0 = LoadW8<W>(row, i);
+    const __m256 w1 = LoadW8<W>(row, i + 8);
+    for (int t = 0; t < NT; ++t) {
+      acc0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[t] + i), acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xs[t] + i + 8), acc1[t]);
+    }
+  }
+  for (; i + 8 <= cols; i += 8) {
+    const __m256 w0 = LoadW8<W>(row, i);
+    for (int t = 0; t < NT; ++t) acc0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[t] + i), acc0[t]);
+  }
+  for (int t = 0; t < NT; ++t) out[t] = HSum(_mm256_add_ps(acc0[t], acc1[t]));
+  for (; i < cols; ++i) {
+    const float wv = LoadScalarW(W, row, i);
+    for (int t = 0; t < NT; ++t) out[t] += wv * xs[t][i];
+  }
+}
+
+// Loads 32 weight codes of a q8_0 / q4_0 block as signed bytes.
+template <WType W>
+inline __m256i LoadQ32(const uint8_t* blk) {
+  if constexpr (W == WType::kQ8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  } else {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    __m256i bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(packed),
+                                            _mm_srli_epi16(packed, 4), 1);
+    bytes = _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
+    return _mm256_sub_epi8(bytes, _mm256_set1_epi8(8));
+  }
+}
+
+template <WType W, int NT>
+inline void DotQuantTile(const uint8_t* row, const uint8_t* const* xs, int64_t nb, float* out) {
+  constexpr int kWBlock = W == WType::kQ8_0 ? 34 : 18;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = row + b * kWBlock;
+    uint16_t wd_bits;
+    std::memcpy(&wd_bits, wb, 2);
+    const float wd = _cvtsh_ss(wd_bits);
+    const __m256i qw = LoadQ32<W>(wb);
+    const __m256i aw = _mm256_sign_epi8(qw, qw);
+    for (int t = 0; t < NT; ++t) {
+      const uint8_t* xb = xs[t] + b * 34;
+      uint16_t xd_bits;
+      std::memcpy(&xd_bits, xb, 2);
+      const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
+      const __m256i sx = _mm256_sign_epi8(qx, qw);
+      const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(wd * _cvtsh_ss(xd_bits)), _mm256_cvtepi32_ps(dot), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = HSum(acc[t]);
+}
+
+template <WType W>
+void MatMulTyped(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
+                 int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+  constexpr bool kQuant = W == WType::kQ8_0 || W == WType::kQ4_0;
+  const size_t x_row = PreparedRowBytes(W, cols);
+  constexpr int64_t kRowBlock = 16;
+  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+    const int64_t re = rb + kRowBlock < r1 ? rb + kRowBlock : r1;
+    int64_t t = 0;
+    auto run = [&](auto nt_tag) {
+      constexpr int NT = decltype(nt_tag)::value;
+      float out[NT];
+      if constexpr (kQuant) {
+        const uint8_t* xs[NT];
+        for (int k = 0; k < NT; ++k) xs[k] = x + (t + k) * x_row;
+        for (int64_t r = rb; r < re; ++r) {
+          DotQuantTile<W, NT>(weights + static_cast<size_t>(r) * row_bytes, xs, cols / 32, out);
+          for (int k = 0; k < NT; ++k) y[(t + k) * y_stride + r] = out[k];
+        }
+      } else {
+        const float* xs[NT];
+        for (int k = 0; k < NT; ++k) xs[k] = reinterpret_cast<const float*>(x + (t + k) * x_row);
+        for (int64_t r = rb; r < re; ++r) {
+          DotFloatTile<W, NT>(weights + static_cast<size_t>(r) * row_bytes, xs, cols, out);
+          for (int k = 0; k < NT; ++k) y[(t + k) * y_stride + r] = out[k];
+        }
+      }
+      t += NT;
+    };
+    while (n_tok - t >= 4) run(std::integral_constant<int, 4>());
+    if (n_tok - t == 3) run(std::integral_constant<int, 3>());
+    if (n_tok - t == 2) run(std::integral_constant<int, 2>());
+    if (n_tok - t == 1) run(std::integral_constant<int, 1>());
+  }
+}
+
+void MatMulRowsAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                    const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
+                    int64_t r1) {
+  switch (w) {
+    case WType::kF32: return MatMulTyped<WType::kF32>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kF16: return MatMulTyped<WType::kF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kBF16: return MatMulTyped<WType::kBF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ8_0: return MatMulTyped<WType::kQ8_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ4_0: return MatMulTyped<WType::kQ4_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+  }
+}
+
+void QuantizeQ8_0Avx2(const float* x, uint8_t* dst, int64_t cols) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const float* xb = x + b * 32;
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(xb + 8 * k);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float d = _mm_cvtss_f32(m) / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const uint16_t dh = Fp32ToFp16(d);
+    std::memcpy(dst + b * 34, &dh, 2);
+    const __m256 mul = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k)
+      q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    // Pack 32 int32 -> 32 int8 and undo the lane interleaving of the pack instructions.
+    __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+    __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 34 + 2), p);
+  }
+}
+
+void PrepareActAvx2(WType w, const float* x, void* dst, int64_t cols) {
+  if (ActFormatFor(w) == ActFormat::kF32) {
+    std::memcpy(dst, x, static_cast<size_t>(cols) * 4);
+  } else {
+    QuantizeQ8_0Avx2(x, static_cast<uint8_t*>(dst), cols);
+  }
+}
+
+void RmsNormAvx2(const float* x, const float* weight, float* out, int64_t n, float eps) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    acc = _mm256_fmadd_ps(v, v, acc);
+  }
+  double ss = HSum(acc);
+  for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  const __m256 s = _mm256_set1_ps(scale);
+  i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(weight + i)));
+  for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void SwigluAvx2(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 neg = _mm256_set1_ps(-0.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = Exp256(_mm256_xor_ps(g, neg));
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+inline __m256 LoadKv8(const uint8_t* row, int64_t d, bool is_f16) {
+  if (is_f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d)));
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
+}
+
+void SoftmaxAvx2(float* s, int64_t n) {
+  float mx = s[0];
+  for (int64_t p = 1; p < n; ++p) mx = s[p] > mx ? s[p] : mx;
+  const __m256 vmx = _mm256_set1_ps(mx);
+  __m256 vsum = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 8 <= n; p += 8) {
+    const __m256 e = Exp256(_mm256_sub_ps(_mm256_loadu_ps(s + p), vmx));
+    _mm256_storeu_ps(s + p, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  double sum = HSum(vsum);
+  for (; p < n; ++p) {
+    s[p] = std::exp(s[p] - mx);
+    sum += s[p];
+  }
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+  p = 0;
+  for (; p + 8 <= n; p += 8) _mm256_storeu_ps(s + p, _mm256_mul_ps(_mm256_loadu_ps(s + p), inv));
+  const float finv = static_cast<float>(1.0 / sum);
+  for (; p < n; ++p) s[p] *= finv;
+}
+
+void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
+  const int32_t group = a.n_head / a.n_kv_head;
+  const int64_t hd = a.head_dim;
+  const int64_t hd8 = hd / 8 * 8;
+  for (int64_t i = 0; i < a.n_q; ++i) {
+    const int64_t n_kv = a.pos0 + i + 1;
+    for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
+      const float* q0 = a.q + i * a.q_stride + static_cast<int64_t>(kvh) * group * hd;
+      // Scores for every query head of the group; each K row is read once for the whole group.
+      for (int64_t p = 0; p < n_kv; ++p) {
+        const uint8_t* krow = a.k.Token(p) + static_cast<size_t>(kvh) * a.k.head_stride;
+        for (int32_t g = 0; g < group; ++g) {
+          const float* q = q0 + g * hd;
+          __m256 acc = _mm256_setzero_ps();
+          for (int64_t d = 0; d < hd8; d += 8)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadKv8(krow, d, a.k.is_f16), acc);
+          float dot = HSum(acc);
+          for (int64_t d = hd8; d < hd; ++d) dot += q[d] * KvAt(krow, d, a.k.is_f16);
+          scratch[g * n_kv + p] = dot * a.scale;
+        }
+      }
+      for (int32_t g = 0; g < group; ++g) SoftmaxAvx2(scratch + g * n_kv, n_kv);
+      float* o0 = a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;
+      for (int32_t g = 0; g < group; ++g)
+        for (int64_t d = 0; d < hd; ++d) o0[g * hd + d] = 0;
+      for (int64_t p = 0; p < n_kv; ++p) {
+        const uint8_t* vrow = a.v.Token(p) + static_cast<size_t>(kvh) * a.v.head_stride;
+        for (int32_t g = 0; g < group; ++g) {
+          float* o = o0 + g * hd;
+          const float w = scratch[g * n_kv + p];
+          const __m256 vw = _mm256_set1_ps(w);
+          for (int64_t d = 0; d < hd8; d += 8)
+            _mm256_storeu_ps(o + d, _mm256_fmadd_ps(vw, LoadKv8(vrow, d, a.v.is_f16), _mm256_loadu_ps(o + d)));
+          for (int64_t d = hd8; d < hd; ++d) o[d] += w * KvAt(vrow, d, a.v.is_f16);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const KernelTable kAvx2Table = {"avx2", PrepareActAvx2, MatMulRowsAvx2, RmsNormAvx2, SwigluAvx2, AttentionAvx2};
+
+}  // namespace kvforge::kernels::internal

@@ -1,0 +1,225 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "base/strings.h"
+#include "gguf/gguf_reader.h"
+#include "kernels/thread_pool.h"
+#include "tensor/dequant.h"
+
+namespace kvforge::model {
+
+using base::StrFormat;
+
+Model::~Model() = default;
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  KVF_ASSIGN_OR_RETURN(m->file_, gguf::GgufFile::Open(path));
+  KVF_RETURN_IF_ERROR(m->Init());
+  return m;
+}
+
+Result<std::unique_ptr<Model>> Model::LoadFromMemory(const uint8_t* data, size_t size, std::string name) {
+  std::unique_ptr<Model> m(new Model());
+  KVF_ASSIGN_OR_RETURN(m->file_, gguf::GgufFile::FromMemory(data, size, std::move(name)));
+  KVF_RETURN_IF_ERROR(m->Init());
+  return m;
+}
+
+Status Model::Init() {
+  KVF_ASSIGN_OR_RETURN(config_, ModelConfig::FromGguf(*file_));
+  KVF_ASSIGN_OR_RETURN(weights_, ModelWeights::Bind(*file_, config_));
+  return Status::Ok();
+}
+
+void Workspace::Ensure(const ModelConfig& c, int64_t n_tokens, int64_t max_kv_len, int n_threads) {
+  if (n_tokens > tokens_capacity) {
+    const auto n = static_cast<size_t>(n_tokens);
+    x.resize(n * c.n_embd);
+    xn.resize(n * c.n_embd);
+    q.resize(n * c.q_dim());
+    k.resize(n * c.kv_dim());
+    v.resize(n * c.kv_dim());
+    attn.resize(n * c.q_dim());
+    gate.resize(n * c.n_ff);
+    up.resize(n * c.n_ff);
+    ffn.resize(n * c.n_ff);
+    const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim()});
+    act.resize(n * kernels::PreparedRowBytes(kernels::WType::kF32, widest) + 64);
+    tokens_capacity = n_tokens;
+  }
+  const int64_t group = c.n_head / c.n_head_kv;
+  if (max_kv_len > kv_capacity || static_cast<int>(scratch.size()) < n_threads) {
+    kv_capacity = std::max(kv_capacity, max_kv_len);
+    scratch.resize(static_cast<size_t>(std::max<int>(n_threads, static_cast<int>(scratch.size()))));
+    for (auto& s : scratch) s.resize(static_cast<size_t>(kv_capacity * group));
+  }
+}
+
+int64_t Model::NumLogitRows(const Batch& batch) {
+  int64_t n = 0;
+  for (const auto& s : batch.seqs) n += s.logits_all ? s.n_tokens : (s.logits_last ? 1 : 0);
+  return n;
+}
+
+void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Workspace& ws,
+                   kernels::ThreadPool& pool) const {
+  const kernels::KernelTable& kt = kernels::Active();
+  const size_t xrow = kernels::PreparedRowBytes(w.type, w.cols);
+  const uint8_t* xp;
+  if (kernels::ActFormatFor(w.type) == kernels::ActFormat::kF32) {
+    xp = reinterpret_cast<const uint8_t*>(x);  // already in the right format
+  } else {
+    for (int64_t t = 0; t < n_tok; ++t) kt.prepare_act(w.type, x + t * w.cols, ws.act.data() + t * xrow, w.cols);
+    xp = ws.act.data();
+  }
+  pool.ParallelForGrain(w.rows, 16, [&](int64_t r0, int64_t r1, int) {
+    kt.matmul_rows(w.type, w.data, w.row_bytes, w.cols, xp, n_tok, y, w.rows, r0, r1);
+  });
+}
+
+Status Model::Forward(const Batch& batch, KvAccess& kv, Workspace& ws, kernels::ThreadPool& pool,
+                      std::vector<float>* logits) const {
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  if (n == 0) return Status::InvalidArgument("empty batch");
+  int64_t max_kv = 0;
+  int64_t covered = 0;
+  for (const auto& s : batch.seqs) {
+    if (s.n_tokens <= 0 || s.token_begin != covered || s.pos0 < 0)
+      return Status::InvalidArgument("batch chunks must be contiguous, in order and non-empty");
+    covered += s.n_tokens;
+    max_kv = std::max(max_kv, s.pos0 + s.n_tokens);
+  }
+  if (covered != n) return Status::InvalidArgument("batch chunks do not cover every token");
+  for (int32_t t : batch.tokens)
+    if (t < 0 || t >= c.n_vocab)
+      return Status::InvalidArgument(StrFormat("token id %d is outside the vocabulary (0..%lld)", t,
+                                               (long long)c.n_vocab - 1));
+  ws.Ensure(c, n, max_kv, pool.num_threads());
+  const kernels::KernelTable& kt = kernels::Active();
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), F = c.n_ff, HD = c.head_dim;
+
+  // Token embeddings.
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = weights_.token_embd.data + static_cast<size_t>(batch.tokens[i]) * weights_.token_embd.row_bytes;
+    KVF_RETURN_IF_ERROR(tensor::DequantizeRow(static_cast<tensor::DType>(weights_.token_embd.type), row,
+                                              ws.x.data() + i * E, E));
+  }
+  // Token index -> position, for RoPE.
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (const auto& s : batch.seqs)
+    for (int64_t i = 0; i < s.n_tokens; ++i) pos[static_cast<size_t>(s.token_begin + i)] = s.pos0 + i;
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  const bool f16 = kv.is_f16();
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
+    // Attention block.
+    for (int64_t i = 0; i < n; ++i) kt.rms_norm(ws.x.data() + i * E, L.attn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
+    MatMul(L.wq, ws.xn.data(), n, ws.q.data(), ws, pool);
+    MatMul(L.wk, ws.xn.data(), n, ws.k.data(), ws, pool);
+    MatMul(L.wv, ws.xn.data(), n, ws.v.data(), ws, pool);
+    if (c.has_qkv_bias) {
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < QD; ++j) ws.q[i * QD + j] += L.bq[j];
+        for (int64_t j = 0; j < KD; ++j) {
+          ws.k[i * KD + j] += L.bk[j];
+          ws.v[i * KD + j] += L.bv[j];
+        }
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::Rope(ws.q.data() + i * QD, static_cast<int32_t>(c.n_head), static_cast<int32_t>(HD),
+                    static_cast<int32_t>(c.rope_dim), pos[i], c.rope_freq_base, c.rope_freq_scale, c.rope_neox);
+      kernels::Rope(ws.k.data() + i * KD, static_cast<int32_t>(c.n_head_kv), static_cast<int32_t>(HD),
+                    static_cast<int32_t>(c.rope_dim), pos[i], c.rope_freq_base, c.rope_freq_scale, c.rope_neox);
+    }
+    // Write this step's K/V rows into the cache.
+    for (const auto& s : batch.seqs) {
+      for (int64_t i = 0; i < s.n_tokens; ++i) {
+        const int64_t t = s.token_begin + i;
+        uint8_t* kd = kv.KeyRow(static_cast<int32_t>(l), s.kv_seq, s.pos0 + i);
+        uint8_t* vd = kv.ValueRow(static_cast<int32_t>(l), s.kv_seq, s.pos0 + i);
+        const float* ks = ws.k.data() + t * KD;
+        const float* vs = ws.v.data() + t * KD;
+        if (f16) {
+          for (int64_t j = 0; j < KD; ++j) {
+            const uint16_t kh = Fp32ToFp16(ks[j]), vh = Fp32ToFp16(vs[j]);
+            std::memcpy(kd + 2 * j, &kh, 2);
+            std::memcpy(vd + 2 * j, &vh, 2);
+          }
+        } else {
+          std::memcpy(kd, ks, static_cast<size_t>(KD) * 4);
+          std::memcpy(vd, vs, static_cast<size_t>(KD) * 4);
+        }
+      }
+    }
+    // Attention: tasks are (sequence, kv head, query chunk) so prefill and MQA still split.
+    struct Task {
+      size_t seq;
+      int32_t kvh;
+      int64_t q0, nq;
+    };
+    std::vector<Task> tasks;
+    constexpr int64_t kQChunk = 16;
+    for (size_t si = 0; si < batch.seqs.size(); ++si) {
+      const auto& s = batch.seqs[si];
+      for (int32_t h = 0; h < c.n_head_kv; ++h)
+        for (int64_t q0 = 0; q0 < s.n_tokens; q0 += kQChunk)
+          tasks.push_back({si, h, q0, std::min(kQChunk, s.n_tokens - q0)});
+    }
+    pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t b, int64_t e, int th) {
+      for (int64_t ti = b; ti < e; ++ti) {
+        const Task& task = tasks[static_cast<size_t>(ti)];
+        const auto& s = batch.seqs[task.seq];
+        kernels::AttentionArgs a;
+        a.q = ws.q.data() + (s.token_begin + task.q0) * QD;
+        a.q_stride = QD;
+        a.out = ws.attn.data() + (s.token_begin + task.q0) * QD;
+        a.out_stride = QD;
+        a.n_q = task.nq;
+        a.pos0 = s.pos0 + task.q0;
+        a.n_head = static_cast<int32_t>(c.n_head);
+        a.n_kv_head = static_cast<int32_t>(c.n_head_kv);
+        a.head_dim = static_cast<int32_t>(HD);
+        a.scale = scale;
+        a.k = kv.KeyView(static_cast<int32_t>(l), s.kv_seq);
+        a.v = kv.ValueView(static_cast<int32_t>(l), s.kv_seq);
+        kt.attention(a, task.kvh, task.kvh + 1, ws.scratch[static_cast<size_t>(th)].data());
+      }
+    });
+    MatMul(L.wo, ws.attn.data(), n, ws.xn.data(), ws, pool);
+    for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.xn[i];
+    // Feed-forward block (SwiGLU).
+    for (int64_t i = 0; i < n; ++i) kt.rms_norm(ws.x.data() + i * E, L.ffn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
+    MatMul(L.w_gate, ws.xn.data(), n, ws.gate.data(), ws, pool);
+    MatMul(L.w_up, ws.xn.data(), n, ws.up.data(), ws, pool);
+    kt.swiglu(ws.gate.data(), ws.up.data(), ws.ffn.data(), n * F);
+    MatMul(L.w_down, ws.ffn.data(), n, ws.xn.data(), ws, pool);
+    for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.xn[i];
+  }
+
+  // Final norm and output projection, only for the rows that need logits.
+  std::vector<int64_t> rows;
+  for (const auto& s : batch.seqs) {
+    if (s.logits_all) {
+      for (int64_t i = 0; i < s.n_tokens; ++i) rows.push_back(s.token_begin + i);
+    } else if (s.logits_last) {
+      rows.push_back(s.token_begin + s.n_tokens - 1);
+    }
+  }
+  const int64_t nr = static_cast<int64_t>(rows.size());
+  logits->resize(static_cast<size_t>(nr * c.n_vocab));
+  if (nr == 0) return Status::Ok();
+  for (int64_t r = 0; r < nr; ++r)
+    kt.rms_norm(ws.x.data() + rows[r] * E, weights_.output_norm.data(), ws.xn.data() + r * E, E, c.rms_eps);
+  MatMul(weights_.output, ws.xn.data(), nr, logits->data(), ws, pool);
+  return Status::Ok();
+}
+
+}  // namespace kvforge::model

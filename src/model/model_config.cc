@@ -1,0 +1,90 @@
+#include "model/model_config.h"
+
+#include "base/strings.h"
+#include "gguf/gguf_reader.h"
+
+namespace kvforge::model {
+
+using base::StrFormat;
+
+Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
+  ModelConfig c;
+  KVF_ASSIGN_OR_RETURN(c.arch_name, f.GetString("general.architecture"));
+  if (c.arch_name == "llama") {
+    c.arch = Arch::kLlama;
+  } else if (c.arch_name == "qwen2") {
+    c.arch = Arch::kQwen2;
+    c.rope_neox = true;
+    c.has_qkv_bias = true;
+  } else {
+    return Status::Unimplemented(f.path() + ": architecture '" + c.arch_name +
+                                 "' is not supported (supported: llama, qwen2)");
+  }
+  if (const auto* v = f.Find("general.name"); v && v->type == gguf::ValueType::kString)
+    c.name = std::string(v->str);
+  const std::string a = c.arch_name + ".";
+  KVF_ASSIGN_OR_RETURN(c.n_embd, f.GetInt(a + "embedding_length"));
+  KVF_ASSIGN_OR_RETURN(c.n_layer, f.GetInt(a + "block_count"));
+  KVF_ASSIGN_OR_RETURN(c.n_ff, f.GetInt(a + "feed_forward_length"));
+  KVF_ASSIGN_OR_RETURN(c.n_head, f.GetInt(a + "attention.head_count"));
+  KVF_ASSIGN_OR_RETURN(c.n_ctx_train, f.GetIntOr(a + "context_length", 2048));
+  if (const auto* v = f.Find(a + "attention.head_count_kv"); v && v->type == gguf::ValueType::kArray)
+    return Status::Unimplemented(f.path() + ": per-layer head_count_kv arrays are not supported");
+  KVF_ASSIGN_OR_RETURN(c.n_head_kv, f.GetIntOr(a + "attention.head_count_kv", c.n_head));
+  double eps = 0;
+  KVF_ASSIGN_OR_RETURN(eps, f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rms_eps = static_cast<float>(eps);
+
+  auto bad = [&](const std::string& what) {
+    return Status::InvalidArgument(f.path() + ": invalid model hyper-parameters: " + what);
+  };
+  if (c.n_embd <= 0 || c.n_embd > (1 << 20)) return bad("embedding_length out of range");
+  if (c.n_layer <= 0 || c.n_layer > 4096) return bad("block_count out of range");
+  if (c.n_ff <= 0 || c.n_ff > (1 << 22)) return bad("feed_forward_length out of range");
+  if (c.n_head <= 0 || c.n_head > 4096) return bad("head_count out of range");
+  if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0)
+    return bad(StrFormat("head_count %lld is not a multiple of head_count_kv %lld",
+                         (long long)c.n_head, (long long)c.n_head_kv));
+  if (c.n_ctx_train <= 0 || c.n_ctx_train > (1LL << 26)) return bad("context_length out of range");
+  if (!(eps > 0 && eps < 1)) return bad("layer_norm_rms_epsilon out of range");
+
+  int64_t default_hd = c.n_embd / c.n_head;
+  KVF_ASSIGN_OR_RETURN(c.head_dim, f.GetIntOr(a + "attention.key_length", default_hd));
+  int64_t v_len = 0;
+  KVF_ASSIGN_OR_RETURN(v_len, f.GetIntOr(a + "attention.value_length", c.head_dim));
+  if (v_len != c.head_dim) return Status::Unimplemented(f.path() + ": key_length != value_length");
+  if (c.head_dim <= 0 || c.head_dim > 1024 || (c.head_dim % 2) != 0)
+    return bad("head dimension must be even and in 2..1024");
+  KVF_ASSIGN_OR_RETURN(c.rope_dim, f.GetIntOr(a + "rope.dimension_count", c.head_dim));
+  if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    return bad("rope.dimension_count must be even and at most the head dimension");
+  double base = 0;
+  KVF_ASSIGN_OR_RETURN(base, f.GetFloatOr(a + "rope.freq_base", 10000.0));
+  if (!(base > 1)) return bad("rope.freq_base must be > 1");
+  c.rope_freq_base = static_cast<float>(base);
+  // Linear RoPE scaling: rope.scaling.type == "linear" with rope.scaling.factor, or the older
+  // rope.scale_linear key.
+  double factor = 1.0;
+  if (const auto* t = f.Find(a + "rope.scaling.type")) {
+    if (t->type != gguf::ValueType::kString) return bad("rope.scaling.type must be a string");
+    const std::string type(t->str);
+    if (type == "linear") {
+      KVF_ASSIGN_OR_RETURN(factor, f.GetFloatOr(a + "rope.scaling.factor", 1.0));
+    } else if (type != "none") {
+      return Status::Unimplemented(f.path() + ": rope scaling type '" + type + "' is not supported");
+    }
+  } else {
+    KVF_ASSIGN_OR_RETURN(factor, f.GetFloatOr(a + "rope.scale_linear", 1.0));
+  }
+  if (!(factor > 0)) return bad("rope scaling factor must be > 0");
+  c.rope_freq_scale = static_cast<float>(1.0 / factor);
+
+  const gguf::Value* tokens = f.Find("tokenizer.ggml.tokens");
+  const gguf::TensorInfo* emb = f.FindTensor("token_embd.weight");
+  if (emb && emb->dims.size() == 2) c.n_vocab = emb->dims[1];
+  else if (tokens) c.n_vocab = static_cast<int64_t>(tokens->count);
+  if (c.n_vocab <= 0) return bad("cannot determine the vocabulary size");
+  return c;
+}
+
+}  // namespace kvforge::model

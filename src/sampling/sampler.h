@@ -1,0 +1,48 @@
+// sampler.h — turns a logits row into the next token: penalties, top-k, top-p, min-p,
+// temperature, then a seeded draw (or argmax when temperature <= 0).
+//
+// Order follows llama.cpp's default chain: penalties -> top-k -> top-p -> min-p -> temperature
+// -> sample. Same seed and same logits give the same tokens. One Sampler per sequence.
+// Thread-safety: not thread-safe (it owns an RNG and the penalty history).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kvforge/sampling_params.h"
+#include "kvforge/status.h"
+
+namespace kvforge::sampling {
+
+using ::kvforge::SamplingParams;
+
+struct TokenLogprob {
+  int32_t id;
+  float logprob;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // Picks a token from `logits` (n_vocab values; modified in place). `history` is every token of
+  // the sequence so far (prompt + generated), for the penalties.
+  int32_t Sample(float* logits, int64_t n_vocab, const std::vector<int32_t>& history);
+
+  // Log-softmax of the raw logits for `token` and the top `n` alternatives.
+  static float LogProb(const float* logits, int64_t n_vocab, int32_t token,
+                       std::vector<TokenLogprob>* top, int32_t n);
+  static int32_t Argmax(const float* logits, int64_t n_vocab);
+
+  uint64_t seed() const { return seed_; }
+
+ private:
+  SamplingParams p_;
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> cand_;  // (logit, id)
+};
+
+}  // namespace kvforge::sampling

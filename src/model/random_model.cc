@@ -1,0 +1,117 @@
+#include "model/random_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/strings.h"
+#include "gguf/gguf_reader.h"
+#include "gguf/gguf_writer.h"
+#include "tensor/dequant.h"
+
+namespace kvforge::model {
+namespace {
+
+struct Maker {
+  std::mt19937_64 rng;
+  gguf::GgufWriter* w;
+
+  Status Matrix(const std::string& name, int64_t cols, int64_t rows, float std, tensor::DType t) {
+    std::normal_distribution<float> nd(0.0f, std);
+    std::vector<float> row(static_cast<size_t>(cols));
+    const uint64_t rb = *tensor::RowBytes(t, static_cast<uint64_t>(cols));
+    std::vector<uint8_t> data(static_cast<size_t>(rb * static_cast<uint64_t>(rows)));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& x : row) x = nd(rng);
+      KVF_RETURN_IF_ERROR(tensor::QuantizeRow(t, row.data(), data.data() + r * rb, cols));
+    }
+    return w->AddTensor(name, t, {cols, rows}, std::move(data));
+  }
+  Status Vector(const std::string& name, int64_t n, float value, float jitter) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<uint8_t> data(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = value + (jitter > 0 ? jitter * nd(rng) : 0.0f);
+      std::memcpy(data.data() + 4 * i, &v, 4);
+    }
+    return w->AddTensor(name, tensor::DType::kF32, {n}, std::move(data));
+  }
+};
+
+}  // namespace
+
+Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab, const std::string& path) {
+  RandomModelSpec s = in;
+  if (s.kv_heads <= 0) s.kv_heads = s.heads;
+  if (s.ffn == 0) s.ffn = (s.dim * 8 / 3 + 31) / 32 * 32;
+  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
+  if (s.arch != "llama" && s.arch != "qwen2") return bad("arch must be llama or qwen2");
+  const tensor::DType t = s.dtype;
+  if (!(t == tensor::DType::kF32 || t == tensor::DType::kF16 || t == tensor::DType::kBF16 ||
+        t == tensor::DType::kQ8_0 || t == tensor::DType::kQ4_0))
+    return bad("dtype must be one of f32, f16, bf16, q8_0, q4_0");
+  if (s.dim <= 0 || s.layers <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.ffn <= 0 || s.ctx <= 0 ||
+      s.dim > 65536 || s.layers > 1024 || s.ffn > 262144 || s.heads > 1024)
+    return bad("dimensions must be positive (dim <= 65536, layers <= 1024, ffn <= 262144)");
+  if (s.dim % s.heads != 0) return bad("dim must be a multiple of heads");
+  if (s.heads % s.kv_heads != 0) return bad("heads must be a multiple of kv-heads");
+  if ((s.dim / s.heads) % 2 != 0) return bad("the head dimension (dim/heads) must be even");
+  const int64_t block = tensor::Traits(t).block_elems;
+  if (s.dim % block != 0 || s.ffn % block != 0)
+    return bad(base::StrFormat("dim and ffn must be multiples of %lld for %s", (long long)block,
+                               tensor::DTypeName(t).data()));
+  const gguf::Value* toks = vocab.Find("tokenizer.ggml.tokens");
+  if (!toks || toks->type != gguf::ValueType::kArray || toks->elem_type != gguf::ValueType::kString)
+    return bad(vocab.path() + " has no tokenizer.ggml.tokens");
+  const int64_t n_vocab = static_cast<int64_t>(toks->count);
+  const int64_t hd = s.dim / s.heads;
+
+  gguf::GgufWriter w;
+  const std::string a = s.arch + ".";
+  w.SetString("general.architecture", s.arch);
+  w.SetString("general.name", base::StrFormat("kvforge-random-%s-d%lld-l%lld", s.arch.c_str(),
+                                              (long long)s.dim, (long long)s.layers));
+  const uint32_t file_type = t == tensor::DType::kF32 ? 0 : t == tensor::DType::kF16 ? 1
+                           : t == tensor::DType::kQ4_0 ? 2 : t == tensor::DType::kQ8_0 ? 7 : 32;
+  w.SetU32("general.file_type", file_type);
+  w.SetU32(a + "context_length", static_cast<uint32_t>(s.ctx));
+  w.SetU32(a + "embedding_length", static_cast<uint32_t>(s.dim));
+  w.SetU32(a + "block_count", static_cast<uint32_t>(s.layers));
+  w.SetU32(a + "feed_forward_length", static_cast<uint32_t>(s.ffn));
+  w.SetU32(a + "attention.head_count", static_cast<uint32_t>(s.heads));
+  w.SetU32(a + "attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
+  w.SetF32(a + "attention.layer_norm_rms_epsilon", s.arch == "qwen2" ? 1e-6f : 1e-5f);
+  w.SetU32(a + "rope.dimension_count", static_cast<uint32_t>(hd));
+  w.SetF32(a + "rope.freq_base", s.rope_base);
+  for (const auto& key : vocab.keys())
+    if (key.rfind("tokenizer.", 0) == 0) w.CopyValue(key, *vocab.Find(key));
+
+  Maker m{std::mt19937_64(s.seed), &w};
+  const float s_in = 1.0f / std::sqrt(static_cast<float>(s.dim));
+  const float s_ff = 1.0f / std::sqrt(static_cast<float>(s.ffn));
+  const float s_res = 1.0f / std::sqrt(2.0f * static_cast<float>(s.layers));
+  KVF_RETURN_IF_ERROR(m.Matrix("token_embd.weight", s.dim, n_vocab, 1.0f, t));
+  KVF_RETURN_IF_ERROR(m.Vector("output_norm.weight", s.dim, 1.0f, 0.0f));
+  KVF_RETURN_IF_ERROR(m.Matrix("output.weight", s.dim, n_vocab, s_in * 4.0f, t));
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    KVF_RETURN_IF_ERROR(m.Vector(b + "attn_norm.weight", s.dim, 1.0f, 0.0f));
+    KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_q.weight", s.dim, s.heads * hd, s_in, t));
+    KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_k.weight", s.dim, s.kv_heads * hd, s_in, t));
+    KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_v.weight", s.dim, s.kv_heads * hd, s_in, t));
+    if (s.arch == "qwen2") {
+      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_q.bias", s.heads * hd, 0.0f, 0.1f));
+      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_k.bias", s.kv_heads * hd, 0.0f, 0.1f));
+      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_v.bias", s.kv_heads * hd, 0.0f, 0.1f));
+    }
+    KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_output.weight", s.heads * hd, s.dim, s_in * s_res, t));
+    KVF_RETURN_IF_ERROR(m.Vector(b + "ffn_norm.weight", s.dim, 1.0f, 0.0f));
+    KVF_RETURN_IF_ERROR(m.Matrix(b + "ffn_gate.weight", s.dim, s.ffn, s_in, t));
+    KVF_RETURN_IF_ERROR(m.Matrix(b + "ffn_up.weight", s.dim, s.ffn, s_in, t));
+    KVF_RETURN_IF_ERROR(m.Matrix(b + "ffn_down.weight", s.ffn, s.dim, s_ff * s_res, t));
+  }
+  return w.WriteFile(path);
+}
+
+}  // namespace kvforge::model

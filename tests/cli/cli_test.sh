@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Drives the kvforge executable as a user would. Usage: cli_test.sh KVFORGE SHARED_DIR
+set -u
+KVF="$1"
+SHARED="$2"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+check() {  # check NAME EXPECTED_RC COMMAND...
+  local name="$1" want="$2"
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ "$rc" == "$want" ]]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL: $name (exit $rc, wanted $want)"
+    head -c 600 "$TMP/err"
+  fi
+}
+contains() {  # contains NAME FILE TEXT
+  if grep -qF -- "$3" "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1: '$3' not in $2"; head -c 600 "$2"; fi
+}
+
+check "help" 0 "$KVF" --help
+contains "help lists run" "$TMP/out" "run"
+check "no args" 2 "$KVF"
+check "unknown command" 2 "$KVF" frobnicate
+for sub in run tokenize info make-model; do
+  check "$sub --help" 0 "$KVF" "$sub" --help
+  contains "$sub usage" "$TMP/out" "usage: kvforge $sub"
+done
+check "eval ppl --help" 0 "$KVF" eval ppl --help
+check "run unknown flag" 2 "$KVF" run --prompt hi --bogus
+contains "unknown flag message" "$TMP/err" "unknown flag '--bogus'"
+check "run bad number" 2 "$KVF" run --prompt hi --max-tokens abc
+check "run missing prompt" 2 "$KVF" run
+check "run negative tokens" 2 "$KVF" run --prompt hi --max-tokens -5
+check "run bad temperature" 2 "$KVF" run --prompt hi --temperature -1
+
+check "run greedy" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 64
+contains "run text" "$TMP/out" "Once upon a time, there was a little girl named Lily."
+contains "run speed" "$TMP/err" "decode"
+check "run json" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 8 --json
+contains "json prompt tokens" "$TMP/out" '"prompt_tokens":[1,403,407,261,378]'
+contains "json tokens" "$TMP/out" '"tokens":[432,383,286,261,376,298,315,421]'
+contains "json ttft" "$TMP/out" '"ttft_ms":'
+contains "json decode" "$TMP/out" '"decode_tokens_per_s":'
+check "run missing model" 1 "$KVF" run --model "$TMP/nope.gguf" --prompt hi
+printf 'GGUF\x03\x00\x00\x00garbage' >"$TMP/bad.gguf"
+check "run corrupt model" 1 "$KVF" run --model "$TMP/bad.gguf" --prompt hi
+contains "corrupt message names file" "$TMP/err" "bad.gguf"
+
+printf 'Hello world' >"$TMP/in.txt"
+check "tokenize" 0 "$KVF" tokenize --model "$SHARED/tokenizer-tests/ggml-vocab-llama-spm.gguf" --no-special <"$TMP/in.txt"
+contains "tokenize ids" "$TMP/out" "15043 3186"
+check "tokenize json with BOS" 0 "$KVF" tokenize --model "$SHARED/tokenizer-tests/ggml-vocab-llama-spm.gguf" --json <"$TMP/in.txt"
+contains "tokenize json" "$TMP/out" "[1,15043,3186]"
+check "tokenize missing model flag" 2 "$KVF" tokenize
+
+check "info" 0 "$KVF" info --model "$SHARED/models/stories260K.gguf"
+contains "info kv bytes" "$TMP/out" "KV bytes/token: 640 (f16)"
+check "info json" 0 "$KVF" info --json
+contains "info json arch" "$TMP/out" '"architecture":"llama"'
+
+check "make-model" 0 "$KVF" make-model --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 96 --dtype q8_0 --out "$TMP/m.gguf"
+check "make-model runs" 0 "$KVF" run --model "$TMP/m.gguf" --prompt "Hello" --max-tokens 4
+check "make-model bad shape" 2 "$KVF" make-model --dim 65 --heads 4 --out "$TMP/x.gguf"
+check "make-model bad dtype" 2 "$KVF" make-model --dtype q9 --out "$TMP/x.gguf"
+
+check "ppl json" 0 "$KVF" eval ppl --text "$SHARED/models/tinystories-val-head.txt" --ctx 128 --chunks 4 --json
+contains "ppl json shape" "$TMP/out" '"tokens_scored":252'
+check "ppl bad mode" 2 "$KVF" eval nonsense
+
+echo "$pass passed, $fail failed"
+[[ "$fail" == 0 ]]

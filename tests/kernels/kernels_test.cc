@@ -1,0 +1,173 @@
+// Every kernel table the CPU supports against the scalar reference, on odd sizes and unaligned
+// buffers. Tolerances: float formats 1e-5 relative to the sum of |w*x| (float32 reassociation);
+// q8_0/q4_0 are integer dot products and must match the reference exactly up to the final
+// float scaling (1e-5 relative).
+#include "kernels/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "base/fp16.h"
+#include "tensor/dequant.h"
+
+namespace kvforge::kernels {
+namespace {
+
+std::vector<const KernelTable*> Simd() {
+  std::vector<const KernelTable*> out;
+  for (auto* t : AvailableTables())
+    if (t != &ReferenceTable()) out.push_back(t);
+  return out;
+}
+
+TEST(KernelsTest, DispatchPicksAvailableTable) {
+  const auto tables = AvailableTables();
+  ASSERT_FALSE(tables.empty());
+  EXPECT_STREQ(tables[0]->name, "ref");
+  EXPECT_FALSE(SetActive("no-such-isa"));
+}
+
+class MatMulTest : public ::testing::TestWithParam<WType> {};
+
+TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
+  const WType w = GetParam();
+  const auto dt = static_cast<tensor::DType>(w);
+  const int64_t block = tensor::Traits(dt).block_elems;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  for (int64_t cols : {block, 3 * block, 7 * block + (block == 1 ? 5 : 0), 33 * block}) {
+    for (int64_t rows : {1, 7, 17, 33}) {
+      for (int64_t n_tok : {1, 2, 3, 5}) {
+        const size_t rb = *tensor::RowBytes(dt, cols);
+        // One byte of offset makes every buffer unaligned.
+        std::vector<uint8_t> wbuf(rb * rows + 1);
+        std::vector<float> wrow(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {
+          for (auto& v : wrow) v = nd(rng);
+          ASSERT_TRUE(tensor::QuantizeRow(dt, wrow.data(), wbuf.data() + 1 + r * rb, cols).ok());
+        }
+        std::vector<float> x(static_cast<size_t>(n_tok * cols));
+        for (auto& v : x) v = nd(rng);
+        const size_t xr = PreparedRowBytes(w, cols);
+        std::vector<uint8_t> xref(xr * n_tok + 1), xsimd(xr * n_tok + 1);
+        std::vector<float> yref(static_cast<size_t>(n_tok * rows)), ysimd(yref.size());
+        const KernelTable& ref = ReferenceTable();
+        for (int64_t t = 0; t < n_tok; ++t) ref.prepare_act(w, x.data() + t * cols, xref.data() + 1 + t * xr, cols);
+        ref.matmul_rows(w, wbuf.data() + 1, rb, cols, xref.data() + 1, n_tok, yref.data(), rows, 0, rows);
+        for (const KernelTable* k : Simd()) {
+          for (int64_t t = 0; t < n_tok; ++t) k->prepare_act(w, x.data() + t * cols, xsimd.data() + 1 + t * xr, cols);
+          // Prepared activations are bit-identical (same rounding rule).
+          EXPECT_EQ(0, std::memcmp(xsimd.data() + 1, xref.data() + 1, xr * n_tok)) << k->name;
+          std::fill(ysimd.begin(), ysimd.end(), 0.0f);
+          // Split the rows in two calls to test partial ranges.
+          k->matmul_rows(w, wbuf.data() + 1, rb, cols, xsimd.data() + 1, n_tok, ysimd.data(), rows, 0, rows / 2);
+          k->matmul_rows(w, wbuf.data() + 1, rb, cols, xsimd.data() + 1, n_tok, ysimd.data(), rows, rows / 2, rows);
+          for (size_t i = 0; i < yref.size(); ++i)
+            ASSERT_NEAR(ysimd[i], yref[i], 1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(yref[i])))
+                << k->name << " cols " << cols << " rows " << rows << " ntok " << n_tok << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, MatMulTest,
+                         ::testing::Values(WType::kF32, WType::kF16, WType::kBF16, WType::kQ8_0, WType::kQ4_0));
+
+TEST(KernelsTest, RmsNormAndSwiglu) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  for (int64_t n : {1, 7, 8, 31, 64, 4097}) {
+    std::vector<float> x(static_cast<size_t>(n)), w(x.size()), a(x.size()), b(x.size()), r(x.size()), s(x.size());
+    for (auto& v : x) v = nd(rng) * 3;
+    for (auto& v : w) v = nd(rng);
+    ReferenceTable().rms_norm(x.data(), w.data(), r.data(), n, 1e-5f);
+    ReferenceTable().swiglu(x.data(), w.data(), a.data(), n);
+    for (const KernelTable* k : Simd()) {
+      k->rms_norm(x.data(), w.data(), s.data(), n, 1e-5f);
+      k->swiglu(x.data(), w.data(), b.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(s[i], r[i], 1e-5 * (1 + std::fabs(r[i])));
+        EXPECT_NEAR(b[i], a[i], 2e-6 * (1 + std::fabs(a[i])));  // vectorised exp: ~2e-7 relative
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, RopeNormalAndNeoxPairs) {
+  // At position 0 nothing rotates; at position 1 the first pair rotates by 1 radian.
+  float x[8] = {1, 0, 1, 0, 1, 0, 1, 0};
+  Rope(x, 1, 8, 8, 0, 10000.0f, 1.0f, false);
+  EXPECT_FLOAT_EQ(x[0], 1.0f);
+  Rope(x, 1, 8, 8, 1, 10000.0f, 1.0f, false);
+  EXPECT_NEAR(x[0], std::cos(1.0f), 1e-6);
+  EXPECT_NEAR(x[1], std::sin(1.0f), 1e-6);
+  float y[8] = {1, 1, 1, 1, 0, 0, 0, 0};
+  Rope(y, 1, 8, 8, 1, 10000.0f, 1.0f, true);  // neox pairs (0,4): rotate (1,0)
+  EXPECT_NEAR(y[0], std::cos(1.0f), 1e-6);
+  EXPECT_NEAR(y[4], std::sin(1.0f), 1e-6);
+  // Linear scaling by 2 at position 2 equals position 1 unscaled.
+  float a[4] = {1, 0, 0, 1}, b[4] = {1, 0, 0, 1};
+  Rope(a, 1, 4, 4, 2, 10000.0f, 0.5f, false);
+  Rope(b, 1, 4, 4, 1, 10000.0f, 1.0f, false);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(a[i], b[i], 1e-6);
+}
+
+// Paged attention: shuffled block tables, partial last blocks, GQA groups, f32 and f16 caches.
+TEST(KernelsTest, AttentionOverShuffledPagesMatchesReference) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> nd;
+  for (bool f16 : {false, true}) {
+    for (auto [n_head, n_kv, hd] : {std::make_tuple(4, 4, 8), std::make_tuple(8, 2, 16), std::make_tuple(4, 1, 12),
+                                    std::make_tuple(2, 1, 64)}) {
+      const int32_t block_tokens = 5;
+      const int64_t pos0 = 13, n_q = 4, total = pos0 + n_q;
+      const int64_t n_blocks = (total + block_tokens - 1) / block_tokens;
+      const size_t elem = f16 ? 2 : 4;
+      const size_t token_stride = static_cast<size_t>(n_kv * hd) * elem;
+      const size_t block_stride = token_stride * block_tokens;
+      std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+      for (int64_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);  // reversed
+      std::vector<uint8_t> kbuf(block_stride * n_blocks), vbuf(kbuf.size());
+      for (size_t i = 0; i < kbuf.size() / elem; ++i) {
+        const float kv = nd(rng), vv = nd(rng);
+        if (f16) {
+          const uint16_t kh = Fp32ToFp16(kv), vh = Fp32ToFp16(vv);
+          std::memcpy(kbuf.data() + 2 * i, &kh, 2);
+          std::memcpy(vbuf.data() + 2 * i, &vh, 2);
+        } else {
+          std::memcpy(kbuf.data() + 4 * i, &kv, 4);
+          std::memcpy(vbuf.data() + 4 * i, &vv, 4);
+        }
+      }
+      std::vector<float> q(static_cast<size_t>(n_q * n_head * hd));
+      for (auto& v : q) v = nd(rng);
+      AttentionArgs a;
+      a.q = q.data();
+      a.q_stride = n_head * hd;
+      a.out_stride = n_head * hd;
+      a.n_q = n_q;
+      a.pos0 = pos0;
+      a.n_head = n_head;
+      a.n_kv_head = n_kv;
+      a.head_dim = hd;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      a.k = {kbuf.data(), table.data(), block_tokens, block_stride, token_stride, static_cast<size_t>(hd) * elem, f16};
+      a.v = a.k;
+      a.v.base = vbuf.data();
+      std::vector<float> want(q.size()), got(q.size()), scratch(static_cast<size_t>(total * n_head));
+      a.out = want.data();
+      ReferenceTable().attention(a, 0, n_kv, scratch.data());
+      for (const KernelTable* k : Simd()) {
+        a.out = got.data();
+        k->attention(a, 0, n_kv, scratch.data());
+        for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << k->name << " f16 " << f16;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvforge::kernels

@@ -24,6 +24,10 @@ struct EngineOptions {
   bool kv_f16 = true;              // KV cache element type: f16 (default) or f32
   int32_t kv_block_tokens = 16;    // KV block size in tokens
   int64_t prefill_chunk = 512;     // prompt tokens per forward step
+  // KV pool size: an explicit byte budget, or a fraction of the RAM available at start minus the
+  // weights (the CPU analogue of vLLM's gpu_memory_utilization). Neither: one full context.
+  uint64_t kv_cache_memory_bytes = 0;
+  double memory_utilization = 0;
 };
 
 struct ModelInfo {

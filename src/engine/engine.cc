@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "assets/default_model.h"
+#include "base/log.h"
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/thread_pool.h"
-#include "model/kv_store.h"
+#include "kvstore/paged_kv_cache.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -23,7 +25,54 @@ namespace {
 double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
+// Available memory in bytes from /proc/meminfo (MemAvailable), or 0 if unknown.
+uint64_t AvailableMemoryBytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  while (std::fgets(line, sizeof(line), f)) {
+    unsigned long long v;
+    if (std::sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
+      kb = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb * 1024;
+}
+
 }  // namespace
+
+Result<int64_t> KvBlocksForBudget(const EngineOptions& o, const model::ModelConfig& c, uint64_t weight_bytes,
+                                  int64_t max_ctx) {
+  const uint64_t per_block = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(c.kv_dim()) *
+                             (o.kv_f16 ? 2 : 4) * static_cast<uint64_t>(o.kv_block_tokens);
+  const int64_t one_seq = (max_ctx + o.kv_block_tokens - 1) / o.kv_block_tokens;
+  uint64_t budget = 0;
+  if (o.kv_cache_memory_bytes > 0) {
+    budget = o.kv_cache_memory_bytes;
+  } else if (o.memory_utilization > 0) {
+    if (o.memory_utilization > 1) return Status::InvalidArgument("memory utilization must be in (0, 1]");
+    const uint64_t avail = AvailableMemoryBytes();
+    if (avail == 0) return Status::Unavailable("cannot read MemAvailable from /proc/meminfo");
+    const double usable = o.memory_utilization * static_cast<double>(avail) - static_cast<double>(weight_bytes);
+    if (usable <= 0)
+      return Status::ResourceExhausted(base::StrFormat(
+          "memory utilization %.2f of %s available leaves nothing for the KV cache after %s of weights",
+          o.memory_utilization, base::HumanBytes(avail).c_str(), base::HumanBytes(weight_bytes).c_str()));
+    budget = static_cast<uint64_t>(usable);
+  } else {
+    return one_seq;  // default: room for one full-context sequence
+  }
+  const uint64_t blocks = budget / per_block;
+  if (blocks < 1)
+    return Status::ResourceExhausted(base::StrFormat("KV budget %s is smaller than one block (%s)",
+                                                     base::HumanBytes(budget).c_str(),
+                                                     base::HumanBytes(per_block).c_str()));
+  if (blocks > (1ull << 30)) return Status::InvalidArgument("KV budget is absurdly large");
+  return static_cast<int64_t>(blocks);
+}
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
@@ -39,7 +88,7 @@ struct Engine::Impl {
   EngineOptions opts;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tok;
-  std::unique_ptr<model::KvStore> kv;
+  std::unique_ptr<kvstore::PagedKvCache> kv;
   std::unique_ptr<kernels::ThreadPool> pool;
   model::Workspace ws;
   ModelInfo info;
@@ -47,7 +96,7 @@ struct Engine::Impl {
 
   // Prefills tokens[from..] into slot 0 starting at position `from`; logits of the last token.
   Status Prefill(const std::vector<int32_t>& tokens, int64_t from, std::vector<float>* logits) {
-    if (!kv->Reserve(0, static_cast<int64_t>(tokens.size())))
+    if (!kv->EnsureTokens(0, static_cast<int64_t>(tokens.size())))
       return Status::ResourceExhausted("KV cache too small for the prompt");
     const int64_t n = static_cast<int64_t>(tokens.size());
     for (int64_t b = from; b < n; b += opts.prefill_chunk) {
@@ -84,15 +133,19 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (impl->tok->n_vocab() > c.n_vocab)
     return Status::InvalidArgument(options.model_path + ": the tokenizer has more tokens than the embedding");
   impl->max_ctx = options.max_context > 0 ? options.max_context : std::min<int64_t>(c.n_ctx_train, 8192);
-  model::KvStoreConfig kc;
-  kc.n_layer = static_cast<int32_t>(c.n_layer);
-  kc.n_kv_head = static_cast<int32_t>(c.n_head_kv);
-  kc.head_dim = static_cast<int32_t>(c.head_dim);
-  kc.block_tokens = options.kv_block_tokens;
-  kc.num_blocks = (impl->max_ctx + kc.block_tokens - 1) / kc.block_tokens;
-  kc.num_seqs = 1;
-  kc.f16 = options.kv_f16;
-  KVF_ASSIGN_OR_RETURN(impl->kv, model::KvStore::Create(kc));
+  kvstore::PagedKvCacheConfig kc;
+  kc.store.n_layer = static_cast<int32_t>(c.n_layer);
+  kc.store.n_kv_head = static_cast<int32_t>(c.n_head_kv);
+  kc.store.head_dim = static_cast<int32_t>(c.head_dim);
+  kc.store.block_tokens = options.kv_block_tokens;
+  kc.store.f16 = options.kv_f16;
+  uint64_t weight_bytes = 0;
+  for (const auto& t : impl->model->file().tensors()) weight_bytes += t.nbytes;
+  KVF_ASSIGN_OR_RETURN(kc.store.num_blocks, KvBlocksForBudget(options, c, weight_bytes, impl->max_ctx));
+  KVF_ASSIGN_OR_RETURN(impl->kv, kvstore::PagedKvCache::Create(kc));
+  KVF_LOG_INFO("KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)", (long long)kc.store.num_blocks,
+               kc.store.block_tokens, (long long)(kc.store.num_blocks * kc.store.block_tokens),
+               base::HumanBytes(impl->kv->store().total_bytes()).c_str(), options.kv_f16 ? "f16" : "f32");
   impl->pool = std::make_unique<kernels::ThreadPool>(options.threads);
 
   ModelInfo& i = impl->info;
@@ -140,10 +193,10 @@ Result<std::vector<float>> Engine::LogitsFor(const std::vector<int32_t>& tokens)
   if (tokens.empty()) return Status::InvalidArgument("no tokens");
   if (static_cast<int64_t>(tokens.size()) > impl_->max_ctx)
     return Status::InvalidArgument("more tokens than the context holds");
-  impl_->kv->Release(0);
+  impl_->kv->Free(0);
   std::vector<float> logits;
   KVF_RETURN_IF_ERROR(impl_->Prefill(tokens, 0, &logits));
-  impl_->kv->Release(0);
+  impl_->kv->Free(0);
   return logits;
 }
 
@@ -175,13 +228,19 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, co
   for (int32_t t : prompt)
     if (t < 0 || t >= n_vocab)
       return Status::InvalidArgument(base::StrFormat("prompt token %d is outside the vocabulary", t));
-  if (static_cast<int64_t>(prompt.size()) >= im.max_ctx)
-    return Status::InvalidArgument(base::StrFormat("the prompt has %zu tokens; the context holds %lld",
-                                                   prompt.size(), (long long)im.max_ctx));
+  const int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  if (need > im.max_ctx)
+    return Status::InvalidArgument(base::StrFormat(
+        "this request needs %lld tokens (prompt %zu + max_tokens %d) but the context holds %lld",
+        (long long)need, prompt.size(), params.max_tokens, (long long)im.max_ctx));
+  if (im.kv->BlocksForTokens(need) > im.kv->num_blocks())
+    return Status::ResourceExhausted(base::StrFormat(
+        "this request needs %lld KV blocks but the cache has %lld (raise --kv-cache-memory)",
+        (long long)im.kv->BlocksForTokens(need), (long long)im.kv->num_blocks()));
   GenerationResult r;
   r.prompt_tokens = prompt;
   const auto t0 = Clock::now();
-  im.kv->Release(0);
+  im.kv->Free(0);
   std::vector<float> logits;
   KVF_RETURN_IF_ERROR(im.Prefill(prompt, 0, &logits));
   r.prefill_ms = MsSince(t0);
@@ -245,7 +304,7 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, co
     if (static_cast<int32_t>(r.tokens.size()) >= params.max_tokens) break;
     const int64_t pos = static_cast<int64_t>(history.size()) - 1;
     if (pos + 1 >= im.max_ctx) break;  // context full: finish with "length"
-    if (!im.kv->Reserve(0, pos + 1)) return Status::ResourceExhausted("KV cache exhausted");
+    if (!im.kv->EnsureTokens(0, pos + 1)) return Status::ResourceExhausted("KV cache exhausted");
     model::Batch batch;
     batch.tokens = {tok};
     batch.seqs.push_back({0, pos, 0, 1, false, true});
@@ -260,7 +319,7 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, co
     r.decode_ms = std::chrono::duration<double, std::milli>(last - first_token_time).count();
     if (r.tokens.size() > 1 && r.decode_ms > 0) r.decode_tokens_per_s = (r.tokens.size() - 1) / (r.decode_ms / 1000.0);
   }
-  im.kv->Release(0);
+  im.kv->Free(0);
   return r;
 }
 
@@ -288,8 +347,8 @@ Result<PerplexityResult> Engine::Perplexity(const std::string& text, const Perpl
     const int64_t start = c * n_ctx;
     std::vector<int32_t> chunk(tokens.begin() + start, tokens.begin() + start + n_ctx);
     if (add_bos) chunk[0] = im.tok->bos();
-    im.kv->Release(0);
-    if (!im.kv->Reserve(0, n_ctx)) return Status::ResourceExhausted("KV cache too small for ctx");
+    im.kv->Free(0);
+    if (!im.kv->EnsureTokens(0, n_ctx)) return Status::ResourceExhausted("KV cache too small for ctx");
     // Whole chunk in steps of prefill_chunk tokens, logits for every token.
     std::vector<float> all(static_cast<size_t>(n_ctx * n_vocab));
     for (int64_t b = 0; b < n_ctx; b += im.opts.prefill_chunk) {
@@ -310,7 +369,7 @@ Result<PerplexityResult> Engine::Perplexity(const std::string& text, const Perpl
     res.running_ppl.push_back(std::exp(nll / static_cast<double>(count)));
     if (o.progress) o.progress(c + 1, n_chunks, res.running_ppl.back());
   }
-  im.kv->Release(0);
+  im.kv->Free(0);
   const double mean = nll / static_cast<double>(count);
   double var = nll2 / static_cast<double>(count) - mean * mean;
   res.ppl = std::exp(mean);

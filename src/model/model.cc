@@ -82,7 +82,7 @@ void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Wor
   });
 }
 
-Status Model::Forward(const Batch& batch, KvAccess& kv, Workspace& ws, kernels::ThreadPool& pool,
+Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws, kernels::ThreadPool& pool,
                       std::vector<float>* logits) const {
   const ModelConfig& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kvforge/status.h"
-#include "model/kv_access.h"
+#include "kvstore/kv_access.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -29,7 +29,7 @@ namespace kvforge::model {
 // One sequence's part of a step: tokens [token_begin, token_begin + n_tokens) of the batch, at
 // positions pos0 .. pos0 + n_tokens - 1, in KV slot `kv_seq`.
 struct SeqChunk {
-  int32_t kv_seq = 0;
+  int64_t kv_seq = 0;
   int64_t pos0 = 0;
   int64_t token_begin = 0;
   int64_t n_tokens = 0;
@@ -70,7 +70,7 @@ class Model {
   // Runs one step. `logits` receives one row of n_vocab floats per requested logit row, in
   // batch order (per chunk: all tokens if logits_all, else the last if logits_last).
   // The KV slots must already have capacity for every position written.
-  Status Forward(const Batch& batch, KvAccess& kv, Workspace& ws, kernels::ThreadPool& pool,
+  Status Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws, kernels::ThreadPool& pool,
                  std::vector<float>* logits) const;
 
   // Number of logit rows Forward() will produce for `batch`.

@@ -69,7 +69,7 @@ TEST(GenerateTest, MaxTokensAndCallbackCancel) {
   EXPECT_EQ(calls, 3);
 }
 
-TEST(GenerateTest, ContextLimitEndsWithLength) {
+TEST(GenerateTest, RequestsBeyondContextOrCapacityAreRejected) {
   EngineOptions o;
   o.max_context = 24;
   auto e = Engine::Create(o);
@@ -79,9 +79,21 @@ TEST(GenerateTest, ContextLimitEndsWithLength) {
   p.temperature = 0;
   p.max_tokens = 1000;
   auto r = (*e)->Generate(ids, p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("context holds 24"), std::string::npos) << r.error().message();
+  p.max_tokens = 24 - static_cast<int>(ids.size());
+  r = (*e)->Generate(ids, p);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->finish, FinishReason::kLength);
   EXPECT_EQ(ids.size() + r->tokens.size(), 24u);
+  // A KV budget of 1 block (16 tokens) cannot hold 24 tokens: a clear capacity error.
+  o.kv_cache_memory_bytes = 16 * 640;  // 640 bytes per token (f16, stories260K)
+  auto small = Engine::Create(o);
+  ASSERT_TRUE(small.ok()) << small.error().ToString();
+  r = (*small)->Generate(ids, p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), StatusCode::kResourceExhausted);
+  o.kv_cache_memory_bytes = 100;  // less than one block
+  EXPECT_EQ(Engine::Create(o).error().code(), StatusCode::kResourceExhausted);
 }
 
 TEST(GenerateTest, BadRequestsGetClearErrors) {

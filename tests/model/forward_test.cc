@@ -11,7 +11,7 @@
 #include "gguf/gguf_reader.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
-#include "model/kv_store.h"
+#include "kvstore/paged_kv_cache.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "support/reference_forward.h"
@@ -22,7 +22,7 @@ namespace {
 
 struct Run {
   std::unique_ptr<Model> model;
-  std::unique_ptr<KvStore> kv;
+  std::unique_ptr<kvstore::PagedKvCache> kv;
   Workspace ws;
   kernels::ThreadPool pool{2};
 };
@@ -34,15 +34,14 @@ std::unique_ptr<Run> MakeRun(const std::string& path, int32_t block_tokens, bool
   if (!m.ok()) return nullptr;
   r->model = std::move(*m);
   const ModelConfig& c = r->model->config();
-  KvStoreConfig kc;
-  kc.n_layer = static_cast<int32_t>(c.n_layer);
-  kc.n_kv_head = static_cast<int32_t>(c.n_head_kv);
-  kc.head_dim = static_cast<int32_t>(c.head_dim);
-  kc.block_tokens = block_tokens;
-  kc.num_blocks = seqs * ((256 + block_tokens - 1) / block_tokens);
-  kc.num_seqs = seqs;
-  kc.f16 = f16_kv;
-  auto kv = KvStore::Create(kc);
+  kvstore::PagedKvCacheConfig kc;
+  kc.store.n_layer = static_cast<int32_t>(c.n_layer);
+  kc.store.n_kv_head = static_cast<int32_t>(c.n_head_kv);
+  kc.store.head_dim = static_cast<int32_t>(c.head_dim);
+  kc.store.block_tokens = block_tokens;
+  kc.store.num_blocks = seqs * ((256 + block_tokens - 1) / block_tokens);
+  kc.store.f16 = f16_kv;
+  auto kv = kvstore::PagedKvCache::Create(kc);
   EXPECT_TRUE(kv.ok());
   r->kv = std::move(*kv);
   return r;
@@ -52,8 +51,8 @@ std::unique_ptr<Run> MakeRun(const std::string& path, int32_t block_tokens, bool
 std::vector<float> EngineLogits(Run& r, const std::vector<int32_t>& tokens, int64_t chunk, int32_t seq = 0) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t V = r.model->config().n_vocab;
-  r.kv->Release(seq);
-  EXPECT_TRUE(r.kv->Reserve(seq, n));
+  r.kv->Free(seq);
+  EXPECT_TRUE(r.kv->AddSequence(seq, n));
   std::vector<float> all(static_cast<size_t>(n * V)), logits;
   for (int64_t b = 0; b < n; b += chunk) {
     const int64_t e = std::min(n, b + chunk);
@@ -205,8 +204,8 @@ TEST(ForwardInvarianceTest, BatchOfSequencesMatchesEachAlone) {
   Batch batch;
   int64_t at = 0;
   for (size_t s = 0; s < prompts.size(); ++s) {
-    run->kv->Release(static_cast<int32_t>(s));
-    ASSERT_TRUE(run->kv->Reserve(static_cast<int32_t>(s), 64));
+    run->kv->Free(static_cast<int32_t>(s));
+    ASSERT_TRUE(run->kv->AddSequence(static_cast<int32_t>(s), static_cast<int64_t>(prompts[s].size())));
     batch.tokens.insert(batch.tokens.end(), prompts[s].begin(), prompts[s].end());
     batch.seqs.push_back({static_cast<int32_t>(s), 0, at, static_cast<int64_t>(prompts[s].size()), false, true});
     at += static_cast<int64_t>(prompts[s].size());
@@ -229,7 +228,7 @@ TEST(ForwardTest, RejectsMalformedBatches) {
   Batch bad_token;
   bad_token.tokens = {100000};
   bad_token.seqs.push_back({0, 0, 0, 1, false, true});
-  ASSERT_TRUE(run->kv->Reserve(0, 1));
+  ASSERT_TRUE(run->kv->AddSequence(0, 1));
   EXPECT_EQ(run->model->Forward(bad_token, *run->kv, run->ws, run->pool, &logits).code(),
             StatusCode::kInvalidArgument);
   Batch gap;

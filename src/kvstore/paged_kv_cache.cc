@@ -1,0 +1,127 @@
+#include "kvstore/paged_kv_cache.h"
+
+#include "base/check.h"
+
+namespace kvforge::kvstore {
+
+using kvmeta::MakeSeqId;
+
+Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheConfig& cfg) {
+  KVF_ASSIGN_OR_RETURN(auto store, KvStore::Create(cfg.store));
+  kvmeta::BlockManagerConfig mc;
+  mc.num_blocks = static_cast<int32_t>(cfg.store.num_blocks);
+  mc.block_tokens = cfg.store.block_tokens;
+  mc.watermark = cfg.watermark;
+  KVF_ASSIGN_OR_RETURN(kvmeta::BlockManager mgr, kvmeta::BlockManager::Create(mc));
+  return std::unique_ptr<PagedKvCache>(new PagedKvCache(std::move(mgr), std::move(store)));
+}
+
+int64_t PagedKvCache::NumTokens(int64_t seq) const {
+  const kvmeta::BlockTable* t = mgr_.Find(MakeSeqId(seq));
+  return t ? t->num_tokens() : 0;
+}
+
+void PagedKvCache::Apply(const kvmeta::WriteOutcome& out) {
+  for (const auto& c : out.copies)
+    store_->CopyBlockPrefix(kvmeta::BlockIndex(c.src), kvmeta::BlockIndex(c.dst), c.num_tokens);
+}
+
+void PagedKvCache::Refresh(int64_t seq) {
+  const kvmeta::BlockTable* t = mgr_.Find(MakeSeqId(seq));
+  if (t == nullptr) {
+    tables_.erase(seq);
+    return;
+  }
+  auto& dense = tables_[seq];
+  dense.resize(t->blocks().size());
+  for (size_t i = 0; i < dense.size(); ++i) dense[i] = kvmeta::BlockIndex(t->blocks()[i]);
+}
+
+const std::vector<int32_t>& PagedKvCache::Table(int64_t seq) const {
+  auto it = tables_.find(seq);
+  KVF_CHECK_MSG(it != tables_.end(), "KV access for an unknown sequence");
+  return it->second;
+}
+
+bool PagedKvCache::AddSequence(int64_t seq, int64_t n_tokens) {
+  auto r = mgr_.Allocate(MakeSeqId(seq), n_tokens);
+  if (!r.ok() || !r->ok()) return false;
+  Apply(*r);
+  Refresh(seq);
+  return true;
+}
+
+bool PagedKvCache::AppendSlots(int64_t seq, int64_t n) {
+  auto r = mgr_.AppendSlots(MakeSeqId(seq), n);
+  if (!r.ok() || !r->ok()) return false;
+  Apply(*r);
+  Refresh(seq);
+  return true;
+}
+
+bool PagedKvCache::EnsureTokens(int64_t seq, int64_t total) {
+  if (!Contains(seq)) return AddSequence(seq, total);
+  const int64_t have = NumTokens(seq);
+  return total <= have || AppendSlots(seq, total - have);
+}
+
+Status PagedKvCache::Fork(int64_t parent, int64_t child) {
+  KVF_RETURN_IF_ERROR(mgr_.Fork(MakeSeqId(parent), MakeSeqId(child)));
+  Refresh(child);
+  return Status::Ok();
+}
+
+Status PagedKvCache::Truncate(int64_t seq, int64_t n) {
+  KVF_RETURN_IF_ERROR(mgr_.Truncate(MakeSeqId(seq), n));
+  Refresh(seq);
+  return Status::Ok();
+}
+
+void PagedKvCache::Free(int64_t seq) {
+  if (Contains(seq)) (void)mgr_.Free(MakeSeqId(seq));
+  tables_.erase(seq);
+}
+
+int64_t PagedKvCache::LiveTokens() const {
+  int64_t n = 0;
+  for (kvmeta::SeqId s : mgr_.Sequences()) n += mgr_.Find(s)->num_tokens();
+  return n;
+}
+
+Status PagedKvCache::CheckInvariants() const {
+  KVF_RETURN_IF_ERROR(mgr_.CheckInvariants());
+  if (tables_.size() != static_cast<size_t>(mgr_.num_sequences()))
+    return Status::Internal("dense table count differs from the block manager's");
+  for (const auto& [seq, dense] : tables_) {
+    const kvmeta::BlockTable* t = mgr_.Find(MakeSeqId(seq));
+    if (t == nullptr || t->blocks().size() != dense.size())
+      return Status::Internal("dense table out of sync for a sequence");
+    for (size_t i = 0; i < dense.size(); ++i)
+      if (dense[i] != kvmeta::BlockIndex(t->blocks()[i])) return Status::Internal("dense table entry out of sync");
+  }
+  return Status::Ok();
+}
+
+uint8_t* PagedKvCache::KeyRow(int32_t layer, int64_t seq, int64_t pos) {
+  const auto& t = Table(seq);
+  const int32_t bt = block_tokens();
+  KVF_DCHECK(pos >= 0 && pos < NumTokens(seq));
+  return store_->Row(KvKind::kKey, layer, t[static_cast<size_t>(pos / bt)], static_cast<int32_t>(pos % bt));
+}
+
+uint8_t* PagedKvCache::ValueRow(int32_t layer, int64_t seq, int64_t pos) {
+  const auto& t = Table(seq);
+  const int32_t bt = block_tokens();
+  KVF_DCHECK(pos >= 0 && pos < NumTokens(seq));
+  return store_->Row(KvKind::kValue, layer, t[static_cast<size_t>(pos / bt)], static_cast<int32_t>(pos % bt));
+}
+
+kernels::KvPageView PagedKvCache::KeyView(int32_t layer, int64_t seq) const {
+  return store_->View(KvKind::kKey, layer, Table(seq).data());
+}
+
+kernels::KvPageView PagedKvCache::ValueView(int32_t layer, int64_t seq) const {
+  return store_->View(KvKind::kValue, layer, Table(seq).data());
+}
+
+}  // namespace kvforge::kvstore

@@ -1,0 +1,78 @@
+// kvstore/paged_kv_cache.h — the paged KV cache the engine runs on: kvmeta's BlockManager
+// (which sequence owns which blocks, ref counts, copy-on-write decisions) bound to KvStore's bytes.
+//
+// Every mutation goes through here so that block copies decided by the bookkeeping are applied
+// to the bytes before anyone writes: AppendSlots/Fork/Truncate/Free mirror BlockManager's and
+// keep a dense int32 copy of each table for the attention kernels. Running out of blocks is a
+// value (false / missing blocks), never an error.
+// Thread-safety: engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kvforge/status.h"
+#include "kvmeta/block_manager.h"
+#include "kvstore/kv_access.h"
+#include "kvstore/kv_store.h"
+
+namespace kvforge::kvstore {
+
+struct PagedKvCacheConfig {
+  KvStoreConfig store;
+  double watermark = 0.0;  // fraction of blocks held back at admission (see BlockManager)
+};
+
+class PagedKvCache final : public KvAccess {
+ public:
+  static Result<std::unique_ptr<PagedKvCache>> Create(const PagedKvCacheConfig& cfg);
+
+  const kvmeta::BlockManager& manager() const { return mgr_; }
+  const KvStore& store() const { return *store_; }
+  int32_t block_tokens() const { return store_->config().block_tokens; }
+
+  bool Contains(int64_t seq) const { return mgr_.Contains(kvmeta::MakeSeqId(seq)); }
+  int64_t NumTokens(int64_t seq) const;
+  // Creates `seq` with room for n_tokens. False (nothing changed) when blocks are short.
+  bool AddSequence(int64_t seq, int64_t n_tokens);
+  // Adds room for n more tokens to `seq` (copy-on-write of a shared last block included).
+  bool AppendSlots(int64_t seq, int64_t n);
+  // Makes sure `seq` has room for `total` tokens (no-op if it already has).
+  bool EnsureTokens(int64_t seq, int64_t total);
+  // `child` shares every block of `parent` (parallel sampling, beams).
+  Status Fork(int64_t parent, int64_t child);
+  // Keeps the first n tokens of `seq`.
+  Status Truncate(int64_t seq, int64_t n);
+  void Free(int64_t seq);
+  // Blocks a new sequence / an append would take (for admission decisions).
+  int64_t BlocksForTokens(int64_t n) const { return mgr_.BlocksForPrompt(n); }
+  int64_t num_free_blocks() const { return mgr_.num_free_blocks(); }
+  int64_t num_blocks() const { return mgr_.num_blocks(); }
+  double Usage() const { return mgr_.Usage(); }
+  // Live tokens held (sum of table lengths) versus slots reserved (blocks x block_tokens).
+  int64_t LiveTokens() const;
+
+  Status CheckInvariants() const;
+
+  // KvAccess.
+  bool is_f16() const override { return store_->config().f16; }
+  uint8_t* KeyRow(int32_t layer, int64_t seq, int64_t pos) override;
+  uint8_t* ValueRow(int32_t layer, int64_t seq, int64_t pos) override;
+  kernels::KvPageView KeyView(int32_t layer, int64_t seq) const override;
+  kernels::KvPageView ValueView(int32_t layer, int64_t seq) const override;
+
+ private:
+  PagedKvCache(kvmeta::BlockManager mgr, std::unique_ptr<KvStore> store)
+      : mgr_(std::move(mgr)), store_(std::move(store)) {}
+  void Apply(const kvmeta::WriteOutcome& out);
+  void Refresh(int64_t seq);
+  const std::vector<int32_t>& Table(int64_t seq) const;
+
+  kvmeta::BlockManager mgr_;
+  std::unique_ptr<KvStore> store_;
+  std::unordered_map<int64_t, std::vector<int32_t>> tables_;  // dense copies for the kernels
+};
+
+}  // namespace kvforge::kvstore

@@ -6,11 +6,65 @@
 #include "commands.h"
 #include "flags.h"
 #include "kvforge/engine.h"
+#include "kvforge/llm.h"
+
+#include <fstream>
 
 namespace kvforge::cli {
 
+namespace {
+
+std::string IdsJson(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+// Every line of the file is a request; all run concurrently through the batching engine; one
+// JSON object per request is printed in input order.
+int RunPromptsFile(const std::string& path, const LLMConfig& cfg, const SamplingParams& sp, bool json) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "kvforge: cannot read %s\n", path.c_str());
+    return 1;
+  }
+  std::vector<std::string> prompts;
+  for (std::string line; std::getline(in, line);) prompts.push_back(line);
+  LLM llm(cfg);
+  if (!llm.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", llm.status().message().c_str());
+    return 1;
+  }
+  auto outs = llm.generate(prompts, sp);
+  if (!outs.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", outs.error().message().c_str());
+    return 1;
+  }
+  for (size_t i = 0; i < outs->size(); ++i) {
+    const RequestOutput& o = (*outs)[i];
+    const CompletionOutput& c = o.outputs[0];
+    const RequestMetrics& m = o.metrics;
+    const double prefill_s = (m.ttft_ms - m.queue_ms) / 1000.0;
+    const double decode_s = (m.e2e_ms - m.ttft_ms) / 1000.0;
+    const double gen = static_cast<double>(c.token_ids.size());
+    if (json) {
+      std::printf("{\"prompt_tokens\":%s,\"tokens\":%s,\"text\":%s,\"finish_reason\":\"%s\",\"ttft_ms\":%.3f,"
+                  "\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,\"queue_ms\":%.3f}\n",
+                  IdsJson(o.prompt_token_ids).c_str(), IdsJson(c.token_ids).c_str(), base::JsonQuote(c.text).c_str(),
+                  c.finish_reason.c_str(), m.ttft_ms, prefill_s > 0 ? m.prompt_tokens / prefill_s : 0.0,
+                  decode_s > 0 && gen > 1 ? (gen - 1) / decode_s : 0.0, m.queue_ms);
+    } else {
+      std::printf("[%zu] %s%s\n", i, prompts[i].c_str(), c.text.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 int RunMain(const Args& args) {
-  std::string model, prompt;
+  std::string model, prompt, prompts_file, kv_mem;
+  int64_t block_size = 16, max_num_seqs = 64, max_batched = 2048;
   int64_t max_tokens = 128, top_k = 40, seed = -1, threads = 0, ctx = 0;
   double temperature = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
   bool json = false, ignore_eos = false, kv_f32 = false;
@@ -30,8 +84,20 @@ int RunMain(const Args& args) {
   p.AddBool("ignore-eos", &ignore_eos, "keep generating after end-of-sequence");
   p.AddBool("kv-f32", &kv_f32, "store the KV cache in f32 instead of f16");
   p.AddBool("json", &json, "print one JSON object instead of streaming");
-  p.Require("prompt");
+  p.AddString("prompts-file", &prompts_file, "run every line of FILE as a request, concurrently (JSON per line with --json)");
+  p.AddString("kv-cache-memory", &kv_mem, "KV pool budget for --prompts-file, e.g. 512MiB");
+  p.AddInt("block-size", &block_size, "KV block tokens");
+  p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step (--prompts-file)");
+  p.AddInt("max-num-batched-tokens", &max_batched, "tokens per step (--prompts-file)");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
+  if (prompt.empty() == prompts_file.empty() && !p.Given("prompt")) {
+    std::fprintf(stderr, "kvforge: give --prompt TEXT or --prompts-file FILE\n");
+    return 2;
+  }
+  if (block_size <= 0 || max_num_seqs <= 0 || max_batched <= 0) {
+    std::fprintf(stderr, "kvforge: --block-size, --max-num-seqs and --max-num-batched-tokens must be positive\n");
+    return 2;
+  }
   if (max_tokens < 0 || max_tokens > 1000000) {
     std::fprintf(stderr, "kvforge: --max-tokens must be between 0 and 1000000\n");
     return 2;
@@ -53,7 +119,27 @@ int RunMain(const Args& args) {
     std::fprintf(stderr, "kvforge: %s\n", s.message().c_str());
     return 2;
   }
+  if (!prompts_file.empty()) {
+    LLMConfig cfg;
+    cfg.model = model;
+    cfg.threads = static_cast<int>(threads);
+    cfg.max_model_len = ctx;
+    cfg.kv_f16 = !kv_f32;
+    cfg.block_size = static_cast<int32_t>(block_size);
+    cfg.max_num_seqs = max_num_seqs;
+    cfg.max_num_batched_tokens = max_batched;
+    if (!kv_mem.empty() && !base::ParseByteSize(kv_mem, &cfg.kv_cache_memory_bytes)) {
+      std::fprintf(stderr, "kvforge: --kv-cache-memory: not a byte size: '%s'\n", kv_mem.c_str());
+      return 2;
+    }
+    return RunPromptsFile(prompts_file, cfg, sp, json);
+  }
   EngineOptions eo;
+  eo.kv_block_tokens = static_cast<int32_t>(block_size);
+  if (!kv_mem.empty() && !base::ParseByteSize(kv_mem, &eo.kv_cache_memory_bytes)) {
+    std::fprintf(stderr, "kvforge: --kv-cache-memory: not a byte size: '%s'\n", kv_mem.c_str());
+    return 2;
+  }
   eo.model_path = model;
   eo.threads = static_cast<int>(threads);
   eo.max_context = ctx;

@@ -20,6 +20,7 @@ const Command kCommands[] = {
     {"info", kvforge::cli::InfoMain, "describe a GGUF model: architecture, sizes, dtypes, KV bytes/token"},
     {"make-model", kvforge::cli::MakeModelMain, "write a random-weight GGUF model for tests and benchmarks"},
     {"eval", kvforge::cli::EvalMain, "evaluate a model (eval ppl: perplexity on a text)"},
+    {"bench", kvforge::cli::BenchMain, "benchmarks: throughput, latency (pp/tg), memory (paging, sharing)"},
 #ifdef KVF_HAVE_CALC
     {"calc", kvforge::cli::CalcMain, "KV-cache memory calculator"},
 #endif

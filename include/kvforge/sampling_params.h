@@ -24,6 +24,9 @@ struct SamplingParams {
   std::vector<std::string> stop;    // stop strings (not included in the output)
   std::vector<int32_t> stop_token_ids;
   int32_t logprobs = 0;             // top-N log-probabilities to report per token
+  int32_t n = 1;                    // completions per prompt (parallel sampling on shared blocks)
+  int32_t beam_width = 0;           // > 1: beam search with this many beams (returns the best n)
+  float length_penalty = 1.0f;      // beam score = cumulative logprob / length^length_penalty
 
   // Clear error for out-of-range values, before anything is scheduled.
   Status Validate() const;

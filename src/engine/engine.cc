@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "assets/default_model.h"
+#include "engine/kv_budget.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
@@ -25,54 +26,7 @@ namespace {
 double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-// Available memory in bytes from /proc/meminfo (MemAvailable), or 0 if unknown.
-uint64_t AvailableMemoryBytes() {
-  FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  uint64_t kb = 0;
-  while (std::fgets(line, sizeof(line), f)) {
-    unsigned long long v;
-    if (std::sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
-      kb = v;
-      break;
-    }
-  }
-  std::fclose(f);
-  return kb * 1024;
-}
-
 }  // namespace
-
-Result<int64_t> KvBlocksForBudget(const EngineOptions& o, const model::ModelConfig& c, uint64_t weight_bytes,
-                                  int64_t max_ctx) {
-  const uint64_t per_block = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(c.kv_dim()) *
-                             (o.kv_f16 ? 2 : 4) * static_cast<uint64_t>(o.kv_block_tokens);
-  const int64_t one_seq = (max_ctx + o.kv_block_tokens - 1) / o.kv_block_tokens;
-  uint64_t budget = 0;
-  if (o.kv_cache_memory_bytes > 0) {
-    budget = o.kv_cache_memory_bytes;
-  } else if (o.memory_utilization > 0) {
-    if (o.memory_utilization > 1) return Status::InvalidArgument("memory utilization must be in (0, 1]");
-    const uint64_t avail = AvailableMemoryBytes();
-    if (avail == 0) return Status::Unavailable("cannot read MemAvailable from /proc/meminfo");
-    const double usable = o.memory_utilization * static_cast<double>(avail) - static_cast<double>(weight_bytes);
-    if (usable <= 0)
-      return Status::ResourceExhausted(base::StrFormat(
-          "memory utilization %.2f of %s available leaves nothing for the KV cache after %s of weights",
-          o.memory_utilization, base::HumanBytes(avail).c_str(), base::HumanBytes(weight_bytes).c_str()));
-    budget = static_cast<uint64_t>(usable);
-  } else {
-    return one_seq;  // default: room for one full-context sequence
-  }
-  const uint64_t blocks = budget / per_block;
-  if (blocks < 1)
-    return Status::ResourceExhausted(base::StrFormat("KV budget %s is smaller than one block (%s)",
-                                                     base::HumanBytes(budget).c_str(),
-                                                     base::HumanBytes(per_block).c_str()));
-  if (blocks > (1ull << 30)) return Status::InvalidArgument("KV budget is absurdly large");
-  return static_cast<int64_t>(blocks);
-}
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
@@ -141,7 +95,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   kc.store.f16 = options.kv_f16;
   uint64_t weight_bytes = 0;
   for (const auto& t : impl->model->file().tensors()) weight_bytes += t.nbytes;
-  KVF_ASSIGN_OR_RETURN(kc.store.num_blocks, KvBlocksForBudget(options, c, weight_bytes, impl->max_ctx));
+  const uint64_t per_block = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(c.kv_dim()) *
+                             (options.kv_f16 ? 2 : 4) * static_cast<uint64_t>(options.kv_block_tokens);
+  const int64_t one_seq = (impl->max_ctx + options.kv_block_tokens - 1) / options.kv_block_tokens;
+  KVF_ASSIGN_OR_RETURN(kc.store.num_blocks,
+                       engine::KvBlocksForBudget(options.kv_cache_memory_bytes, options.memory_utilization,
+                                                 per_block, weight_bytes, one_seq));
   KVF_ASSIGN_OR_RETURN(impl->kv, kvstore::PagedKvCache::Create(kc));
   KVF_LOG_INFO("KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)", (long long)kc.store.num_blocks,
                kc.store.block_tokens, (long long)(kc.store.num_blocks * kc.store.block_tokens),

@@ -52,4 +52,16 @@ void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens) {
       std::memcpy(Row(static_cast<KvKind>(kind), l, dst, 0), Row(static_cast<KvKind>(kind), l, src, 0), n);
 }
 
+void KvStore::ReadBlock(int32_t block, uint8_t* dst) const {
+  for (int kind = 0; kind < 2; ++kind)
+    for (int32_t l = 0; l < cfg_.n_layer; ++l, dst += block_bytes_)
+      std::memcpy(dst, Row(static_cast<KvKind>(kind), l, block, 0), block_bytes_);
+}
+
+void KvStore::WriteBlock(int32_t block, const uint8_t* src) {
+  for (int kind = 0; kind < 2; ++kind)
+    for (int32_t l = 0; l < cfg_.n_layer; ++l, src += block_bytes_)
+      std::memcpy(Row(static_cast<KvKind>(kind), l, block, 0), src, block_bytes_);
+}
+
 }  // namespace kvforge::kvstore

@@ -82,6 +82,17 @@ void PagedKvCache::Free(int64_t seq) {
   tables_.erase(seq);
 }
 
+int64_t PagedKvCache::BlocksToGrow(int64_t seq, int64_t total) const {
+  if (!Contains(seq)) return mgr_.BlocksForPrompt(total);
+  const int64_t have = NumTokens(seq);
+  return total <= have ? 0 : mgr_.BlocksNeededToAppend(MakeSeqId(seq), total - have);
+}
+
+const std::vector<int32_t>* PagedKvCache::Blocks(int64_t seq) const {
+  auto it = tables_.find(seq);
+  return it == tables_.end() ? nullptr : &it->second;
+}
+
 int64_t PagedKvCache::LiveTokens() const {
   int64_t n = 0;
   for (kvmeta::SeqId s : mgr_.Sequences()) n += mgr_.Find(s)->num_tokens();

@@ -48,6 +48,11 @@ class PagedKvCache final : public KvAccess {
   void Free(int64_t seq);
   // Blocks a new sequence / an append would take (for admission decisions).
   int64_t BlocksForTokens(int64_t n) const { return mgr_.BlocksForPrompt(n); }
+  // Blocks needed so that `seq` holds `total` slots (a new sequence when unknown), incl. CoW.
+  int64_t BlocksToGrow(int64_t seq, int64_t total) const;
+  // Physical blocks of `seq` in position order (nullptr when unknown).
+  const std::vector<int32_t>* Blocks(int64_t seq) const;
+  KvStore& mutable_store() { return *store_; }
   int64_t num_free_blocks() const { return mgr_.num_free_blocks(); }
   int64_t num_blocks() const { return mgr_.num_blocks(); }
   double Usage() const { return mgr_.Usage(); }

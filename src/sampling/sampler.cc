@@ -26,6 +26,11 @@ Status SamplingParams::Validate() const {
   if (logprobs < 0 || logprobs > 20) return bad("logprobs must be between 0 and 20");
   for (const auto& s : stop)
     if (s.empty()) return bad("stop strings must not be empty");
+  if (n < 1 || n > 128) return bad("n must be between 1 and 128");
+  if (beam_width < 0 || beam_width > 64) return bad("beam_width must be between 0 and 64");
+  if (beam_width > 1 && n > beam_width) return bad("n must not exceed beam_width");
+  if (!std::isfinite(length_penalty) || length_penalty < 0 || length_penalty > 10)
+    return bad("length_penalty must be in [0, 10]");
   return Status::Ok();
 }
 

@@ -1,0 +1,163 @@
+// kvforge bench latency — llama-bench's pp/tg tests: pp<P> processes a P-token prompt as one batch,
+// tg<N> generates N tokens one at a time, both after `--depth` tokens already in the cache;
+// mean +- stddev over repetitions; plus a STREAM-style triad for the machine's memory bandwidth
+// and the roofline fraction of tg (bytes of weights + KV read per token x tokens/s / bandwidth).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "assets/default_model.h"
+#include "base/strings.h"
+#include "bench_common.h"
+#include "flags.h"
+#include "kernels/thread_pool.h"
+#include "kvstore/paged_kv_cache.h"
+#include "model/model.h"
+
+namespace kvforge::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double TriadGBps(kernels::ThreadPool& pool) {
+  const size_t n = size_t{1} << 24;  // 16M doubles: 128 MiB per array, far beyond the caches
+  std::vector<double> a(n), b(n, 1.0), c(n, 2.0);
+  pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t s, int64_t e, int) {
+    for (int64_t i = s; i < e; ++i) a[static_cast<size_t>(i)] = 0;
+  });
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t s, int64_t e, int) {
+      for (int64_t i = s; i < e; ++i) a[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] + 3.0 * c[static_cast<size_t>(i)];
+    });
+    const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 3.0 * 8.0 * static_cast<double>(n) / sec / 1e9);  // STREAM counts 24 bytes
+  }
+  return best;
+}
+
+}  // namespace
+
+int LatencyMain(const Args& args) {
+  std::string model;
+  int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 3, threads = 0, block = 16, seed = 1;
+  bool json = false, kv_f32 = false, no_bandwidth = false;
+  FlagParser p("bench latency", "llama-bench style prompt processing (pp) and generation (tg) speed.");
+  p.AddString("model", &model, "GGUF model (default: the embedded model)");
+  p.AddInt("n-prompt", &n_prompt, "pp test prompt tokens (0 = skip), llama-bench -p");
+  p.AddInt("n-gen", &n_gen, "tg test generated tokens (0 = skip), llama-bench -n");
+  p.AddInt("depth", &depth, "tokens already in the cache before each test, llama-bench -d");
+  p.AddInt("repetitions", &reps, "repetitions, llama-bench -r");
+  p.AddInt("threads", &threads, "compute threads (0 = cores)");
+  p.AddInt("block-size", &block, "KV block tokens");
+  p.AddInt("seed", &seed, "token seed");
+  p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
+  p.AddBool("no-bandwidth", &no_bandwidth, "skip the STREAM triad");
+  p.AddBool("json", &json, "print a JSON object");
+  if (int rc = HandleParse(p, args); rc >= 0) return rc;
+  if (n_prompt < 0 || n_gen < 0 || depth < 0 || reps <= 0 || threads < 0 || block <= 0) {
+    std::fprintf(stderr, "kvforge: bad value (see --help)\n");
+    return 2;
+  }
+  auto m = model.empty() ? model::Model::LoadFromMemory(assets::DefaultModelData(), assets::DefaultModelSize(),
+                                                        assets::kDefaultModelName)
+                         : model::Model::Load(model);
+  if (!m.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
+    return 1;
+  }
+  const model::ModelConfig& c = (*m)->config();
+  const int64_t total = depth + std::max(n_prompt, n_gen);
+  kvstore::PagedKvCacheConfig kc;
+  kc.store = {static_cast<int32_t>(c.n_layer), static_cast<int32_t>(c.n_head_kv), static_cast<int32_t>(c.head_dim),
+              static_cast<int32_t>(block), (total + block - 1) / block, !kv_f32};
+  auto cache = kvstore::PagedKvCache::Create(kc);
+  if (!cache.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
+    return 1;
+  }
+  kernels::ThreadPool pool(static_cast<int>(threads));
+  model::Workspace ws;
+  std::vector<float> logits;
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  auto tok = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab)); };
+  auto forward = [&](int64_t pos0, int64_t n) -> Status {
+    model::Batch b;
+    for (int64_t i = 0; i < n; ++i) b.tokens.push_back(tok());
+    b.seqs.push_back({0, pos0, 0, n, false, true});
+    return (*m)->Forward(b, **cache, ws, pool, &logits);
+  };
+  auto fill_depth = [&]() -> Status {
+    (*cache)->Free(0);
+    if (!(*cache)->AddSequence(0, total)) return Status::ResourceExhausted("cache");
+    for (int64_t b = 0; b < depth; b += 512) KVF_RETURN_IF_ERROR(forward(b, std::min<int64_t>(512, depth - b)));
+    return Status::Ok();
+  };
+  struct Test {
+    std::string name;
+    std::vector<double> tps;
+  };
+  std::vector<Test> tests;
+  Status st;
+  if (n_prompt > 0) {
+    Test t{"pp" + std::to_string(n_prompt), {}};
+    (void)fill_depth();
+    (void)forward(depth, std::min<int64_t>(n_prompt, 32));  // warm-up
+    for (int64_t r = 0; r < reps && st.ok(); ++r) {
+      st = fill_depth();
+      const auto t0 = Clock::now();
+      if (st.ok()) st = forward(depth, n_prompt);
+      t.tps.push_back(static_cast<double>(n_prompt) / std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    tests.push_back(t);
+  }
+  if (n_gen > 0 && st.ok()) {
+    Test t{"tg" + std::to_string(n_gen), {}};
+    for (int64_t r = 0; r < reps && st.ok(); ++r) {
+      st = fill_depth();
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < n_gen && st.ok(); ++i) st = forward(depth + i, 1);
+      t.tps.push_back(static_cast<double>(n_gen) / std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    tests.push_back(t);
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", st.message().c_str());
+    return 1;
+  }
+  const double bw = no_bandwidth ? 0 : TriadGBps(pool);
+  // Bytes per generated token: every weight matrix once, plus the KV read at the mean depth.
+  const double kv_per_token = static_cast<double>((*cache)->store().bytes_per_token());
+  double roofline = 0;
+  std::string out = "{\"tests\":[";
+  for (size_t i = 0; i < tests.size(); ++i) {
+    double mean = 0, var = 0;
+    for (double v : tests[i].tps) mean += v;
+    mean /= static_cast<double>(tests[i].tps.size());
+    for (double v : tests[i].tps) var += (v - mean) * (v - mean);
+    const double sd = tests[i].tps.size() > 1 ? std::sqrt(var / static_cast<double>(tests[i].tps.size() - 1)) : 0;
+    out += base::StrFormat("%s{\"name\":\"%s\",\"depth\":%lld,\"tokens_per_s\":%.3f,\"stddev\":%.3f}", i ? "," : "",
+                           tests[i].name.c_str(), (long long)depth, mean, sd);
+    if (tests[i].name[0] == 't' && bw > 0) {
+      const double bytes = static_cast<double>((*m)->weights().matrix_bytes) +
+                           kv_per_token * (static_cast<double>(depth) + static_cast<double>(n_gen) / 2);
+      roofline = bytes * mean / (bw * 1e9);
+    }
+    if (!json)
+      std::printf("%-8s depth %-6lld %10.2f +- %.2f tokens/s\n", tests[i].name.c_str(), (long long)depth, mean, sd);
+  }
+  out += base::StrFormat("],\"bandwidth_gb_per_s\":%.3f,\"roofline_fraction\":%.4f,\"threads\":%d}", bw, roofline,
+                         pool.num_threads());
+  if (json) std::printf("%s\n", out.c_str());
+  else if (bw > 0)
+    std::printf("memory bandwidth (STREAM triad) %.2f GB/s; tg reads %.1f MB/token -> roofline fraction %.2f\n", bw,
+                (static_cast<double>((*m)->weights().matrix_bytes) + kv_per_token * (depth + n_gen / 2.0)) / 1e6,
+                roofline);
+  return 0;
+}
+
+}  // namespace kvforge::cli

@@ -1,0 +1,150 @@
+// kvforge/llm.h — the serving API, shaped like vLLM's: a continuous-batching engine over a paged
+// KV cache.
+//
+//   kvforge::LLM llm({.model = "model.gguf", .max_model_len = 4096,
+//                     .kv_cache_memory_bytes = 2ull << 30, .max_num_batched_tokens = 2048,
+//                     .max_num_seqs = 64});
+//   if (!llm.ok()) { /* llm.status() says why */ }
+//   auto outputs = llm.generate(prompts, kvforge::SamplingParams{.temperature = 0.8f, .max_tokens = 128});
+//
+// `LLM::generate` runs every prompt concurrently through iteration-level scheduling (requests join
+// and leave the running batch between forward steps; all scheduled tokens of a step share one
+// batched forward pass) and returns one RequestOutput per prompt in input order. `AsyncEngine`
+// is the form the HTTP server uses: one engine thread owns the model, scheduler and KV cache;
+// other threads Submit() requests, receive streamed outputs through a callback, and Abort().
+// No exception escapes; errors are Status.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvforge/sampling_params.h"
+#include "kvforge/status.h"
+
+namespace kvforge {
+
+struct LLMConfig {
+  std::string model;                     // GGUF path; empty: the embedded default model
+  int64_t max_model_len = 0;             // 0: the model's context (capped at 8192)
+  uint64_t kv_cache_memory_bytes = 0;    // KV pool budget; 0: see memory_utilization
+  double memory_utilization = 0;         // fraction of available RAM minus weights; 0 with no
+                                         // byte budget: a full context per max_num_seqs, capped
+                                         // at 40% of available RAM
+  int64_t max_num_batched_tokens = 2048; // tokens per forward step
+  int64_t max_num_seqs = 64;             // running sequences per step
+  int32_t block_size = 16;               // KV block, tokens
+  int threads = 0;                       // 0: one per core
+  bool kv_f16 = true;
+  bool chunked_prefill = true;
+  std::string batching = "continuous";   // "continuous" | "static" (baseline, for measurement)
+  std::string preemption_mode = "recompute";  // "recompute" | "swap"
+  uint64_t swap_space_bytes = 256ull << 20;   // host memory for swapped-out KV blocks
+  std::string scheduling_policy = "fcfs";     // "fcfs" | "priority"
+  // Contiguous baseline (FasterTransformer/Orca style, for measurement only): each admitted
+  // sequence reserves max_model_len slots up front.
+  bool contiguous_kv = false;
+};
+
+struct CompletionOutput {
+  int32_t index = 0;
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::string finish_reason;          // "stop" | "length" | "abort"
+  double cumulative_logprob = 0;      // sum of chosen tokens' log-probabilities
+  // Per generated token, when SamplingParams::logprobs > 0: the chosen token's log-probability
+  // and the top-N alternatives (id, logprob).
+  std::vector<float> token_logprobs;
+  std::vector<std::vector<std::pair<int32_t, float>>> top_logprobs;
+};
+
+struct RequestMetrics {
+  double queue_ms = 0;        // arrival to first scheduled
+  double ttft_ms = 0;         // arrival to first generated token
+  double e2e_ms = 0;          // arrival to finish
+  std::vector<double> itl_ms; // inter-token latencies (first sequence)
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;  // all sequences
+  int64_t num_preemptions = 0;
+};
+
+struct RequestOutput {
+  int64_t request_id = 0;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<CompletionOutput> outputs;  // n completions
+  bool finished = false;
+  RequestMetrics metrics;
+  // Streaming deltas: the text/token ids added since the previous callback, per completion.
+  std::vector<std::string> delta_text;
+  std::vector<std::vector<int32_t>> delta_token_ids;
+};
+
+struct EngineStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  int64_t num_swapped = 0;
+  int64_t num_preemptions = 0;
+  double kv_usage = 0;        // used blocks / total blocks
+  int64_t kv_total_blocks = 0;
+  int64_t kv_block_tokens = 0;
+  uint64_t kv_bytes = 0;
+  int64_t live_tokens = 0;     // tokens held by sequences
+  int64_t reserved_slots = 0;  // token slots in blocks held by sequences
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t steps = 0;
+};
+
+// Called on the engine thread with each request's progress; the last call has finished = true.
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+class EngineCore;  // src/engine
+
+class AsyncEngine {
+ public:
+  static Result<std::unique_ptr<AsyncEngine>> Create(const LLMConfig& config);
+  ~AsyncEngine();  // aborts what is still running and joins the engine thread
+
+  // Queues a request (tokens, or text tokenized with the model's tokenizer) and returns its id.
+  // Invalid parameters and requests that can never fit are rejected here, before scheduling.
+  Result<int64_t> Submit(std::vector<int32_t> prompt, const SamplingParams& params, OutputCallback cb,
+                         int32_t priority = 0);
+  Result<int64_t> SubmitText(const std::string& prompt, const SamplingParams& params, OutputCallback cb,
+                             int32_t priority = 0);
+  // Stops a request in any state and frees its blocks; its callback gets a final "abort" output.
+  void Abort(int64_t request_id);
+  EngineStats Stats() const;
+  Result<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special, bool parse_special) const;
+  std::string Detokenize(const std::vector<int32_t>& ids) const;
+  int64_t max_model_len() const;
+
+ private:
+  struct Impl;
+  explicit AsyncEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class LLM {
+ public:
+  explicit LLM(const LLMConfig& config);
+  ~LLM();
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+
+  Result<std::vector<RequestOutput>> generate(const std::vector<std::string>& prompts,
+                                              const SamplingParams& params,
+                                              const OutputCallback& on_output = nullptr);
+  Result<std::vector<RequestOutput>> generate(const std::vector<std::vector<int32_t>>& prompts,
+                                              const SamplingParams& params,
+                                              const OutputCallback& on_output = nullptr);
+  EngineStats stats() const;
+  EngineCore* core() { return core_.get(); }
+
+ private:
+  Status status_;
+  std::unique_ptr<EngineCore> core_;
+};
+
+}  // namespace kvforge

@@ -1,0 +1,559 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "assets/default_model.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "engine/kv_budget.h"
+#include "gguf/gguf_reader.h"
+
+namespace kvforge {
+
+using base::StrFormat;
+
+namespace {
+
+double Ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// log-softmax of a logits row.
+std::vector<float> LogSoftmax(const float* logits, int64_t n) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+  const float lse = mx + static_cast<float>(std::log(sum));
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = logits[i] - lse;
+  return out;
+}
+
+}  // namespace
+
+EngineCore::~EngineCore() = default;
+
+Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) {
+  std::unique_ptr<EngineCore> e(new EngineCore());
+  e->cfg_ = config;
+  const LLMConfig& c = config;
+  if (c.max_num_batched_tokens <= 0 || c.max_num_seqs <= 0 || c.block_size <= 0 || c.block_size > 4096 ||
+      c.threads < 0 || c.max_model_len < 0)
+    return Status::InvalidArgument("engine config: sizes must be positive (block_size 1..4096)");
+  if (c.batching != "continuous" && c.batching != "static")
+    return Status::InvalidArgument("batching must be 'continuous' or 'static'");
+  if (c.preemption_mode != "recompute" && c.preemption_mode != "swap")
+    return Status::InvalidArgument("preemption_mode must be 'recompute' or 'swap'");
+  if (c.scheduling_policy != "fcfs" && c.scheduling_policy != "priority")
+    return Status::InvalidArgument("scheduling_policy must be 'fcfs' or 'priority'");
+  if (c.model.empty()) {
+    KVF_ASSIGN_OR_RETURN(e->model_, model::Model::LoadFromMemory(assets::DefaultModelData(), assets::DefaultModelSize(),
+                                                                 assets::kDefaultModelName));
+  } else {
+    KVF_ASSIGN_OR_RETURN(e->model_, model::Model::Load(c.model));
+  }
+  KVF_ASSIGN_OR_RETURN(e->tok_, tokenizer::Tokenizer::FromGguf(e->model_->file()));
+  const model::ModelConfig& mc = e->model_->config();
+  e->max_len_ = c.max_model_len > 0 ? c.max_model_len : std::min<int64_t>(mc.n_ctx_train, 8192);
+  if (!c.chunked_prefill && c.max_num_batched_tokens < e->max_len_)
+    return Status::InvalidArgument(StrFormat("without chunked prefill max_num_batched_tokens (%lld) must be at "
+                                             "least max_model_len (%lld)",
+                                             (long long)c.max_num_batched_tokens, (long long)e->max_len_));
+  kvstore::PagedKvCacheConfig kc;
+  kc.store.n_layer = static_cast<int32_t>(mc.n_layer);
+  kc.store.n_kv_head = static_cast<int32_t>(mc.n_head_kv);
+  kc.store.head_dim = static_cast<int32_t>(mc.head_dim);
+  kc.store.block_tokens = c.block_size;
+  kc.store.f16 = c.kv_f16;
+  const uint64_t per_block = 2ull * static_cast<uint64_t>(mc.n_layer) * static_cast<uint64_t>(mc.kv_dim()) *
+                             (c.kv_f16 ? 2 : 4) * static_cast<uint64_t>(c.block_size);
+  uint64_t weight_bytes = 0;
+  for (const auto& t : e->model_->file().tensors()) weight_bytes += t.nbytes;
+  const int64_t blocks_per_ctx = (e->max_len_ + c.block_size - 1) / c.block_size;
+  // Default pool: a full context for every sequence the scheduler may run, capped at 40% of the
+  // memory available at start (minus the weights), and never less than one full context.
+  int64_t default_blocks = blocks_per_ctx * c.max_num_seqs;
+  if (const uint64_t avail = engine::AvailableMemoryBytes(); avail > 0) {
+    const double cap = 0.4 * static_cast<double>(avail) - static_cast<double>(weight_bytes);
+    default_blocks = std::min<int64_t>(default_blocks, static_cast<int64_t>(std::max(0.0, cap) / static_cast<double>(per_block)));
+  }
+  default_blocks = std::max(default_blocks, blocks_per_ctx);
+  KVF_ASSIGN_OR_RETURN(kc.store.num_blocks, engine::KvBlocksForBudget(c.kv_cache_memory_bytes, c.memory_utilization,
+                                                                      per_block, weight_bytes, default_blocks));
+  KVF_ASSIGN_OR_RETURN(e->cache_, kvstore::PagedKvCache::Create(kc));
+  const int64_t swap_blocks = c.preemption_mode == "swap" ? static_cast<int64_t>(c.swap_space_bytes / per_block) : 0;
+  e->space_ = std::make_unique<engine::EngineKvSpace>(e->cache_.get(), swap_blocks);
+  if (c.contiguous_kv) e->space_->set_reserve_tokens(e->max_len_);
+  sched::SchedulerConfig sc;
+  sc.max_num_batched_tokens = c.max_num_batched_tokens;
+  sc.max_num_seqs = c.max_num_seqs;
+  sc.chunked_prefill = c.chunked_prefill;
+  sc.policy = c.scheduling_policy == "priority" ? sched::Policy::kPriority : sched::Policy::kFcfs;
+  sc.preemption_mode = c.preemption_mode == "swap" ? sched::PreemptionMode::kSwap : sched::PreemptionMode::kRecompute;
+  sc.static_batching = c.batching == "static";
+  KVF_RETURN_IF_ERROR(sc.Validate());
+  e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
+  e->pool_ = std::make_unique<kernels::ThreadPool>(c.threads);
+  KVF_LOG_INFO("KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)%s", (long long)kc.store.num_blocks,
+               c.block_size, (long long)(kc.store.num_blocks * c.block_size),
+               base::HumanBytes(e->cache_->store().total_bytes()).c_str(), c.kv_f16 ? "f16" : "f32",
+               c.contiguous_kv ? ", contiguous reservation per sequence" : "");
+  return e;
+}
+
+std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t index) {
+  auto s = std::make_unique<Seq>();
+  s->id = next_seq_id_++;
+  s->index = index;
+  s->tokens = r.prompt;
+  SamplingParams p = r.params;
+  if (p.seed != 0xFFFFFFFFull) p.seed += static_cast<uint64_t>(index);  // distinct streams for n > 1
+  s->sampler = std::make_unique<sampling::Sampler>(p);
+  s->stop = std::make_unique<engine::StopChecker>(*tok_, r.params.stop);
+  seq_owner_[s->id] = r.id;
+  return s;
+}
+
+std::unique_ptr<EngineCore::Seq> EngineCore::CloneSeq(const Request& r, const Seq& from, int32_t index) {
+  auto s = NewSeq(r, index);
+  s->tokens = from.tokens;
+  s->n_generated = from.n_generated;
+  s->cum_logprob = from.cum_logprob;
+  s->token_logprobs = from.token_logprobs;
+  // Beams re-render their text at the end; the stop checker restarts from the shared prefix.
+  for (size_t i = r.prompt.size(); i < from.tokens.size(); ++i) {
+    bool hit = false;
+    (void)s->stop->Push(from.tokens[i], &hit);
+  }
+  return s;
+}
+
+EngineCore::Seq* EngineCore::FindSeq(Request& r, int64_t seq) {
+  for (auto& s : r.seqs)
+    if (s->id == seq) return s.get();
+  return nullptr;
+}
+
+Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt, const SamplingParams& params) const {
+  KVF_RETURN_IF_ERROR(params.Validate());
+  if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
+  const int64_t n_vocab = model_->config().n_vocab;
+  for (int32_t t : prompt)
+    if (t < 0 || t >= n_vocab) return Status::InvalidArgument(StrFormat("prompt token %d is outside the vocabulary", t));
+  if (params.max_tokens < 1) return Status::InvalidArgument("max_tokens must be at least 1");
+  const int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  if (need > max_len_)
+    return Status::InvalidArgument(StrFormat(
+        "this request needs %lld tokens (prompt %zu + max_tokens %d) but max_model_len is %lld", (long long)need,
+        prompt.size(), params.max_tokens, (long long)max_len_));
+  const int64_t width = params.beam_width > 1 ? params.beam_width : params.n;
+  const int64_t blocks = cache_->BlocksForTokens(cfg_.contiguous_kv ? max_len_ : need) +
+                         (width - 1) * cache_->BlocksForTokens(params.max_tokens + cache_->block_tokens());
+  if (blocks > cache_->num_blocks())
+    return Status::ResourceExhausted(StrFormat("this request needs up to %lld KV blocks but the cache holds %lld; "
+                                               "raise the KV cache memory",
+                                               (long long)blocks, (long long)cache_->num_blocks()));
+  return Status::Ok();
+}
+
+Result<int64_t> EngineCore::AddRequest(std::vector<int32_t> prompt, const SamplingParams& params,
+                                       OutputCallback cb, int32_t priority, int64_t id_in) {
+  KVF_RETURN_IF_ERROR(ValidateRequest(prompt, params));
+  if (id_in != 0 && requests_.count(id_in)) return Status::InvalidArgument("duplicate request id");
+  auto r = std::make_unique<Request>();
+  r->id = id_in != 0 ? id_in : next_request_id_++;
+  if (id_in >= next_request_id_) next_request_id_ = id_in + 1;
+  r->prompt = std::move(prompt);
+  r->params = params;
+  r->cb = std::move(cb);
+  r->beam = params.beam_width > 1;
+  r->arrival = Clock::now();
+  r->metrics.prompt_tokens = static_cast<int64_t>(r->prompt.size());
+  r->seqs.push_back(NewSeq(*r, 0));
+  const int32_t width = r->beam ? params.beam_width : params.n;
+  sched::NewRequest nr;
+  nr.id = r->id;
+  nr.seq = r->seqs[0]->id;
+  nr.prompt_tokens = static_cast<int64_t>(r->prompt.size());
+  nr.max_new_tokens = params.max_tokens;
+  nr.priority = priority;
+  nr.num_seqs = width;
+  if (Status s = sched_->AddRequest(nr); !s.ok()) {
+    seq_owner_.erase(r->seqs[0]->id);
+    return s;
+  }
+  const int64_t id = r->id;
+  requests_[id] = std::move(r);
+  return id;
+}
+
+void EngineCore::Abort(int64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  (void)sched_->Abort(request_id);
+  Request& r = *it->second;
+  for (auto& s : r.seqs)
+    if (!s->finished) {
+      s->finished = true;
+      s->finish_reason = "abort";
+    }
+  Emit(r, true);
+  for (auto& s : r.seqs) seq_owner_.erase(s->id);
+  requests_.erase(it);
+}
+
+bool EngineCore::HasWork() const { return !requests_.empty(); }
+
+void EngineCore::AppendToken(Request& r, Seq& s, int32_t token, const float* raw_logits) {
+  const int64_t n_vocab = model_->config().n_vocab;
+  float lp = 0;
+  if (r.params.logprobs > 0) {
+    std::vector<sampling::TokenLogprob> top;
+    lp = sampling::Sampler::LogProb(raw_logits, n_vocab, token, &top, r.params.logprobs);
+    s.token_logprobs.push_back(lp);
+    std::vector<std::pair<int32_t, float>> alts;
+    for (const auto& t : top) alts.emplace_back(t.id, t.logprob);
+    s.top_logprobs.push_back(std::move(alts));
+  }
+  s.cum_logprob += lp;
+  const bool stop_id = std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), token) !=
+                       r.params.stop_token_ids.end();
+  if ((tok_->IsEog(token) && !r.params.ignore_eos) || stop_id) {
+    s.finished = true;
+    s.finish_reason = "stop";
+    s.delta_text += s.stop->Flush();
+    return;
+  }
+  s.tokens.push_back(token);
+  s.n_generated++;
+  s.delta_ids.push_back(token);
+  generation_tokens_total_++;
+  r.metrics.generated_tokens++;
+  bool hit = false;
+  s.delta_text += s.stop->Push(token, &hit);
+  if (hit) {
+    s.finished = true;
+    s.finish_reason = "stop";
+  } else if (s.n_generated >= r.params.max_tokens) {
+    s.finished = true;
+    s.finish_reason = "length";
+    s.delta_text += s.stop->Flush();
+  }
+}
+
+Status EngineCore::Step() {
+  sched::StepPlan plan = sched_->Schedule();
+  for (int64_t id : plan.preempted)
+    if (auto it = requests_.find(id); it != requests_.end()) it->second->metrics.num_preemptions++;
+  if (plan.empty()) return Status::Ok();
+  ++steps_;
+  const auto now = Clock::now();
+  model::Batch batch;
+  std::vector<const sched::ScheduledChunk*> sampled;
+  for (const auto& ch : plan.chunks) {
+    auto ow = seq_owner_.find(ch.seq);
+    if (ow == seq_owner_.end()) return Status::Internal("scheduled an unknown sequence");
+    Request& r = *requests_.at(ow->second);
+    if (!r.scheduled_once) {
+      r.scheduled_once = true;
+      r.first_scheduled = now;
+      r.metrics.queue_ms = Ms(now - r.arrival);
+    }
+    Seq* s = FindSeq(r, ch.seq);
+    if (s == nullptr || ch.pos0 + ch.num_tokens > static_cast<int64_t>(s->tokens.size()))
+      return Status::Internal("scheduled tokens the sequence does not have");
+    const int64_t begin = static_cast<int64_t>(batch.tokens.size());
+    batch.tokens.insert(batch.tokens.end(), s->tokens.begin() + ch.pos0, s->tokens.begin() + ch.pos0 + ch.num_tokens);
+    batch.seqs.push_back({ch.seq, ch.pos0, begin, ch.num_tokens, false, ch.sample});
+    if (ch.is_prefill) prompt_tokens_total_ += ch.num_tokens;
+    if (ch.sample) sampled.push_back(&ch);
+  }
+  KVF_RETURN_IF_ERROR(model_->Forward(batch, *cache_, ws_, *pool_, &logits_));
+  const int64_t n_vocab = model_->config().n_vocab;
+
+  std::vector<sched::SeqOutcome> seq_out;
+  std::vector<int64_t> touched;
+  std::vector<int64_t> drops;  // finished sequences whose siblings go on (n > 1): free their blocks
+  std::vector<int64_t> beam_requests;
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    const sched::ScheduledChunk& ch = *sampled[i];
+    Request& r = *requests_.at(seq_owner_.at(ch.seq));
+    float* row = logits_.data() + static_cast<int64_t>(i) * n_vocab;
+    if (std::find(touched.begin(), touched.end(), r.id) == touched.end()) touched.push_back(r.id);
+    const Clock::time_point t = Clock::now();
+    if (!r.got_token) {
+      r.got_token = true;
+      r.first_token = t;
+      r.metrics.ttft_ms = Ms(t - r.arrival);
+    } else if (ch.seq == r.seqs.front()->id) {
+      r.metrics.itl_ms.push_back(Ms(t - r.last_token));
+    }
+    if (ch.seq == r.seqs.front()->id) r.last_token = t;
+    if (r.beam) {
+      Seq* s = FindSeq(r, ch.seq);
+      s->pending_logprobs = LogSoftmax(row, n_vocab);
+      if (std::find(beam_requests.begin(), beam_requests.end(), r.id) == beam_requests.end())
+        beam_requests.push_back(r.id);
+      continue;
+    }
+    Seq* s = FindSeq(r, ch.seq);
+    if (!r.forked && r.params.n > 1) {
+      // The prompt is done: n completions share its blocks; each samples from the same logits.
+      r.forked = true;
+      std::vector<float> raw(row, row + n_vocab);
+      for (int32_t k = 1; k < r.params.n; ++k) {
+        auto child = NewSeq(r, k);
+        KVF_RETURN_IF_ERROR(sched_->ForkSequence(r.id, s->id, child->id));
+        std::vector<float> l = raw;
+        const int32_t tok = child->sampler->Sample(l.data(), n_vocab, child->tokens);
+        AppendToken(r, *child, tok, raw.data());
+        seq_out.push_back({child->id, child->n_generated > 0});
+        if (child->finished) drops.push_back(child->id);
+        r.seqs.push_back(std::move(child));
+      }
+    }
+    std::vector<float> raw;
+    if (r.params.logprobs > 0) raw.assign(row, row + n_vocab);
+    const int32_t tok = s->sampler->Sample(row, n_vocab, s->tokens);
+    const size_t before = s->tokens.size();
+    AppendToken(r, *s, tok, raw.empty() ? row : raw.data());
+    seq_out.push_back({s->id, s->tokens.size() > before});
+    if (s->finished) drops.push_back(s->id);
+  }
+  for (int64_t rid : beam_requests) KVF_RETURN_IF_ERROR(ProcessBeams(*requests_.at(rid), &seq_out));
+
+  std::vector<sched::RequestOutcome> req_out;
+  for (int64_t rid : touched) {
+    Request& r = *requests_.at(rid);
+    bool all = true;
+    for (auto& s : r.seqs) all = all && s->finished;
+    if (r.beam) all = r.seqs.empty();
+    req_out.push_back({rid, all});
+  }
+  KVF_RETURN_IF_ERROR(sched_->OnStepDone(plan, seq_out, req_out));
+  for (const auto& ro : req_out) {
+    Request& r = *requests_.at(ro.request);
+    if (!ro.finished) {
+      for (int64_t sid : drops)
+        if (seq_owner_.count(sid) && seq_owner_.at(sid) == r.id && r.seqs.size() > 1) (void)sched_->DropSequence(r.id, sid);
+      Emit(r, false);
+      continue;
+    }
+    r.metrics.e2e_ms = Ms(Clock::now() - r.arrival);
+    Emit(r, true);
+    for (auto& s : r.seqs) seq_owner_.erase(s->id);
+    for (auto& s : r.done_beams) seq_owner_.erase(s->id);
+    requests_.erase(ro.request);
+  }
+  // KV memory utilization: tokens held by sequences / slots in the blocks they hold.
+  const int64_t used = cache_->num_blocks() - cache_->num_free_blocks();
+  peak_used_blocks_ = std::max(peak_used_blocks_, used);
+  if (used > 0) {
+    int64_t live = 0, unshared = 0;
+    const int64_t bt = cache_->block_tokens();
+    for (const auto& [id, r] : requests_)
+      for (const auto& s : r->seqs) {
+        if (s->finished || !cache_->Contains(s->id)) continue;
+        const int64_t held = cache_->NumTokens(s->id);
+        live += std::min<int64_t>(sched_->NumComputed(s->id), static_cast<int64_t>(s->tokens.size()));
+        unshared += (held + bt - 1) / bt;
+      }
+    util_sum_ += static_cast<double>(live) / static_cast<double>(used * bt);
+    ++util_steps_;
+    if (unshared > 0) {
+      share_sum_ += 1.0 - static_cast<double>(used) / static_cast<double>(unshared);
+      ++share_steps_;
+      peak_unshared_blocks_ = std::max(peak_unshared_blocks_, unshared);
+    }
+  }
+  return Status::Ok();
+}
+
+Status EngineCore::ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outcomes) {
+  // Wait until every live beam has its next-token distribution (they normally all run together).
+  for (auto& s : r.seqs)
+    if (s->pending_logprobs.empty()) return Status::Ok();
+  const int32_t width = r.params.beam_width;
+  const int64_t n_vocab = model_->config().n_vocab;
+  struct Cand {
+    size_t parent;
+    int32_t token;
+    double score;
+  };
+  std::vector<Cand> cands;
+  const size_t per_beam = static_cast<size_t>(2 * width);
+  for (size_t b = 0; b < r.seqs.size(); ++b) {
+    const std::vector<float>& lp = r.seqs[b]->pending_logprobs;
+    std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+    for (int64_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    const size_t k = std::min(per_beam, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(k), ids.end(),
+                      [&](int32_t a, int32_t c) { return lp[static_cast<size_t>(a)] > lp[static_cast<size_t>(c)] || (lp[static_cast<size_t>(a)] == lp[static_cast<size_t>(c)] && a < c); });
+    for (size_t i = 0; i < k; ++i)
+      cands.push_back({b, ids[i], r.seqs[b]->cum_logprob + lp[static_cast<size_t>(ids[i])]});
+    if (!r.forked) break;  // first step: all beams would be identical, expand only the prompt
+  }
+  r.forked = true;
+  std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+  auto normalized = [&](double cum, int64_t len) {
+    return cum / std::pow(static_cast<double>(std::max<int64_t>(1, len)), r.params.length_penalty);
+  };
+  std::vector<Cand> next;
+  for (const Cand& c : cands) {
+    if (static_cast<int32_t>(next.size()) >= width) break;
+    Seq& parent = *r.seqs[c.parent];
+    if (tok_->IsEog(c.token) && !r.params.ignore_eos) {
+      // A finished hypothesis (the EOS itself is not part of the output).
+      auto done = CloneSeq(r, parent, static_cast<int32_t>(r.done_beams.size()));
+      seq_owner_.erase(done->id);
+      done->cum_logprob = c.score;
+      done->finished = true;
+      done->finish_reason = "stop";
+      r.done_beams.push_back(std::move(done));
+      continue;
+    }
+    next.push_back(c);
+  }
+  // Stop when enough hypotheses are done and none of the live beams can beat the worst of them.
+  bool stop = next.empty();
+  if (!stop && static_cast<int32_t>(r.done_beams.size()) >= width) {
+    double worst = 1e300;
+    std::vector<double> scores;
+    for (auto& d : r.done_beams) scores.push_back(normalized(d->cum_logprob, d->n_generated));
+    std::sort(scores.rbegin(), scores.rend());
+    worst = scores[static_cast<size_t>(width - 1)];
+    double best_live = -1e300;
+    for (const Cand& c : next) best_live = std::max(best_live, normalized(c.score, r.seqs[c.parent]->n_generated + 1));
+    stop = best_live <= worst;
+  }
+  // Build the new beam set: the first use of a parent keeps its sequence (and blocks), later uses
+  // fork it; parents not chosen are dropped and their blocks freed.
+  std::vector<std::unique_ptr<Seq>> new_seqs;
+  std::vector<bool> parent_used(r.seqs.size(), false);
+  std::vector<std::pair<Seq*, int32_t>> appends;
+  if (!stop) {
+    // Forks first (they copy the parent's state before it changes).
+    std::vector<std::unique_ptr<Seq>> forks;
+    std::vector<bool> claimed(r.seqs.size(), false);
+    for (const Cand& c : next) {
+      if (!claimed[c.parent]) {
+        claimed[c.parent] = true;
+        continue;
+      }
+      auto child = CloneSeq(r, *r.seqs[c.parent], 0);
+      KVF_RETURN_IF_ERROR(sched_->ForkSequence(r.id, r.seqs[c.parent]->id, child->id));
+      child->cum_logprob = c.score;
+      appends.emplace_back(child.get(), c.token);
+      forks.push_back(std::move(child));
+    }
+    std::fill(claimed.begin(), claimed.end(), false);
+    for (const Cand& c : next) {
+      if (claimed[c.parent]) continue;
+      claimed[c.parent] = true;
+      parent_used[c.parent] = true;
+      r.seqs[c.parent]->cum_logprob = c.score;
+      appends.emplace_back(r.seqs[c.parent].get(), c.token);
+    }
+    for (size_t b = 0; b < r.seqs.size(); ++b) {
+      if (parent_used[b]) {
+        new_seqs.push_back(std::move(r.seqs[b]));
+      } else {
+        KVF_RETURN_IF_ERROR(sched_->DropSequence(r.id, r.seqs[b]->id));
+        seq_owner_.erase(r.seqs[b]->id);
+      }
+    }
+    for (auto& f : forks) new_seqs.push_back(std::move(f));
+    r.seqs = std::move(new_seqs);
+    for (auto& [s, token] : appends) {
+      s->tokens.push_back(token);
+      s->n_generated++;
+      s->pending_logprobs.clear();
+      generation_tokens_total_++;
+      r.metrics.generated_tokens++;
+      outcomes->push_back({s->id, true});
+    }
+    for (auto& s : r.seqs) s->pending_logprobs.clear();
+    // Length limit: every beam grows by one per step, so all hit max_tokens together.
+    if (!r.seqs.empty() && r.seqs.front()->n_generated >= r.params.max_tokens) stop = true;
+  }
+  if (stop) FinishBeamRequest(r);
+  return Status::Ok();
+}
+
+void EngineCore::FinishBeamRequest(Request& r) {
+  auto normalized = [&](const Seq& s) {
+    return s.cum_logprob / std::pow(static_cast<double>(std::max<int64_t>(1, s.n_generated)), r.params.length_penalty);
+  };
+  for (auto& s : r.seqs) {
+    if (!s->finished) {
+      s->finished = true;
+      s->finish_reason = s->n_generated >= r.params.max_tokens ? "length" : "stop";
+    }
+    seq_owner_.erase(s->id);
+    r.done_beams.push_back(std::move(s));
+  }
+  r.seqs.clear();
+  std::stable_sort(r.done_beams.begin(), r.done_beams.end(),
+                   [&](const auto& a, const auto& b) { return normalized(*a) > normalized(*b); });
+  if (static_cast<int32_t>(r.done_beams.size()) > r.params.n) r.done_beams.resize(static_cast<size_t>(r.params.n));
+  for (size_t i = 0; i < r.done_beams.size(); ++i) r.done_beams[i]->index = static_cast<int32_t>(i);
+}
+
+RequestOutput EngineCore::BuildOutput(Request& r, bool final) {
+  RequestOutput out;
+  out.request_id = r.id;
+  out.finished = final;
+  out.metrics = r.metrics;
+  if (final) out.prompt_token_ids = r.prompt;
+  auto& list = r.beam ? (r.seqs.empty() ? r.done_beams : r.seqs) : r.seqs;
+  std::vector<Seq*> ordered;
+  for (auto& s : list) ordered.push_back(s.get());
+  std::sort(ordered.begin(), ordered.end(), [](const Seq* a, const Seq* b) { return a->index < b->index; });
+  for (Seq* s : ordered) {
+    CompletionOutput c;
+    c.index = s->index;
+    if (final) {
+      c.token_ids.assign(s->tokens.begin() + static_cast<long>(r.prompt.size()), s->tokens.end());
+      c.text = r.beam ? tok_->Decode(c.token_ids) : s->stop->text();
+      c.finish_reason = s->finish_reason.empty() ? "abort" : s->finish_reason;
+      c.cumulative_logprob = s->cum_logprob;
+      c.token_logprobs = s->token_logprobs;
+      c.top_logprobs = s->top_logprobs;
+    }
+    out.delta_text.push_back(std::move(s->delta_text));
+    out.delta_token_ids.push_back(std::move(s->delta_ids));
+    s->delta_text.clear();
+    s->delta_ids.clear();
+    out.outputs.push_back(std::move(c));
+  }
+  return out;
+}
+
+void EngineCore::Emit(Request& r, bool final) {
+  if (!r.cb) return;
+  if (!final && r.beam) return;  // beams stream nothing until the best are known
+  RequestOutput out = BuildOutput(r, final);
+  r.cb(out);
+}
+
+EngineStats EngineCore::Stats() const {
+  EngineStats s;
+  const sched::SchedulerStats ss = sched_->Stats();
+  s.num_running = ss.num_running;
+  s.num_waiting = ss.num_waiting;
+  s.num_swapped = ss.num_swapped;
+  s.num_preemptions = ss.num_preemptions;
+  s.kv_usage = cache_->Usage();
+  s.kv_total_blocks = cache_->num_blocks();
+  s.kv_block_tokens = cache_->block_tokens();
+  s.kv_bytes = cache_->store().total_bytes();
+  s.reserved_slots = (cache_->num_blocks() - cache_->num_free_blocks()) * cache_->block_tokens();
+  for (const auto& [id, r] : requests_)
+    for (const auto& q : r->seqs) s.live_tokens += static_cast<int64_t>(q->tokens.size());
+  s.prompt_tokens_total = prompt_tokens_total_;
+  s.generation_tokens_total = generation_tokens_total_;
+  s.steps = steps_;
+  return s;
+}
+
+}  // namespace kvforge

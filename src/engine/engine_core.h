@@ -1,0 +1,125 @@
+// engine/engine_core.h — the continuous-batching engine loop, single-threaded and step-driven.
+//
+// Owns the model, tokenizer, paged KV cache, scheduler and thread pool. Step() runs one
+// iteration: Schedule() -> one batched Forward over every scheduled chunk (prefill chunks and
+// decode tokens of many sequences) -> sampling (per sequence, or beam search per request) ->
+// OnStepDone -> output callbacks. Parallel sampling (n > 1) prefills once and forks the
+// prompt's blocks; beam search forks/drops beams on shared blocks.
+// Thread-safety: engine thread only (AsyncEngine wraps it with a thread and a queue).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv_space_adapter.h"
+#include "engine/stop_checker.h"
+#include "kernels/thread_pool.h"
+#include "kvforge/llm.h"
+#include "kvstore/paged_kv_cache.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvforge {
+
+class EngineCore {
+ public:
+  static Result<std::unique_ptr<EngineCore>> Create(const LLMConfig& config);
+  ~EngineCore();
+
+  // `id` 0 picks the next free id; a caller-chosen id must be unique.
+  Result<int64_t> AddRequest(std::vector<int32_t> prompt, const SamplingParams& params, OutputCallback cb,
+                             int32_t priority, int64_t id = 0);
+  // The checks AddRequest makes before scheduling, usable from any thread (immutable state only).
+  Status ValidateRequest(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
+  // Aborts a request in any state; its callback receives a final output with reason "abort".
+  void Abort(int64_t request_id);
+  bool HasWork() const;
+  Status Step();
+  EngineStats Stats() const;
+  // Average, over steps so far, of live tokens / reserved KV slots (memory utilization).
+  double MeanKvUtilization() const { return util_steps_ ? util_sum_ / static_cast<double>(util_steps_) : 0; }
+  int64_t PeakUsedBlocks() const { return peak_used_blocks_; }
+  // Average over steps of 1 - (blocks used) / (blocks the live sequences would use with private
+  // copies): the memory block sharing saves for parallel sampling and beam search.
+  double MeanSharingSaving() const { return share_steps_ ? share_sum_ / static_cast<double>(share_steps_) : 0; }
+  int64_t PeakUnsharedBlocks() const { return peak_unshared_blocks_; }
+
+  const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
+  const model::ModelConfig& model_config() const { return model_->config(); }
+  int64_t max_model_len() const { return max_len_; }
+  const kvstore::PagedKvCache& cache() const { return *cache_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Seq {
+    int64_t id = 0;
+    int32_t index = 0;
+    std::vector<int32_t> tokens;  // prompt + generated
+    int64_t n_generated = 0;
+    std::unique_ptr<sampling::Sampler> sampler;
+    std::unique_ptr<engine::StopChecker> stop;
+    bool finished = false;
+    std::string finish_reason;
+    double cum_logprob = 0;
+    std::vector<float> token_logprobs;
+    std::vector<std::vector<std::pair<int32_t, float>>> top_logprobs;
+    std::string delta_text;
+    std::vector<int32_t> delta_ids;
+    std::vector<float> pending_logprobs;  // beam search: log-softmax waiting for the other beams
+  };
+  struct Request {
+    int64_t id = 0;
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+    OutputCallback cb;
+    std::vector<std::unique_ptr<Seq>> seqs;   // live and finished (n > 1); live beams (beam search)
+    std::vector<std::unique_ptr<Seq>> done_beams;  // finished beam hypotheses
+    bool forked = false;
+    bool beam = false;
+    Clock::time_point arrival, first_scheduled, first_token, last_token;
+    bool scheduled_once = false, got_token = false;
+    RequestMetrics metrics;
+  };
+
+  EngineCore() = default;
+  Seq* FindSeq(Request& r, int64_t seq);
+  std::unique_ptr<Seq> NewSeq(const Request& r, int32_t index);
+  std::unique_ptr<Seq> CloneSeq(const Request& r, const Seq& from, int32_t index);
+  // Appends a sampled token to a (non-beam) sequence: stop strings, EOS, max_tokens.
+  void AppendToken(Request& r, Seq& s, int32_t token, const float* raw_logits);
+  Status ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outcomes);
+  void Emit(Request& r, bool final);
+  RequestOutput BuildOutput(Request& r, bool final);
+  void FinishBeamRequest(Request& r);
+
+  LLMConfig cfg_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::unique_ptr<kvstore::PagedKvCache> cache_;
+  std::unique_ptr<engine::EngineKvSpace> space_;
+  std::unique_ptr<sched::Scheduler> sched_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  model::Workspace ws_;
+  int64_t max_len_ = 0;
+  int64_t next_request_id_ = 1;
+  int64_t next_seq_id_ = 1;
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
+  std::unordered_map<int64_t, int64_t> seq_owner_;  // seq id -> request id
+  int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, steps_ = 0;
+  double util_sum_ = 0;
+  int64_t util_steps_ = 0;
+  int64_t peak_used_blocks_ = 0;
+  double share_sum_ = 0;
+  int64_t share_steps_ = 0;
+  int64_t peak_unshared_blocks_ = 0;
+  std::vector<float> logits_;
+};
+
+}  // namespace kvforge

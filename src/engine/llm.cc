@@ -1,0 +1,194 @@
+// llm.cc — kvforge::LLM (synchronous batch generation) and kvforge::AsyncEngine (one engine
+// thread, requests submitted from any thread) over EngineCore.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "base/log.h"
+#include "engine/engine_core.h"
+#include "kvforge/llm.h"
+
+namespace kvforge {
+
+// ---------------------------------------------------------------------------------------------
+// LLM
+
+LLM::LLM(const LLMConfig& config) {
+  auto core = EngineCore::Create(config);
+  if (!core.ok()) {
+    status_ = core.error();
+    return;
+  }
+  core_ = std::move(*core);
+}
+
+LLM::~LLM() = default;
+
+EngineStats LLM::stats() const { return core_ ? core_->Stats() : EngineStats{}; }
+
+Result<std::vector<RequestOutput>> LLM::generate(const std::vector<std::string>& prompts, const SamplingParams& params,
+                                                 const OutputCallback& on_output) {
+  if (!ok()) return status_;
+  std::vector<std::vector<int32_t>> ids;
+  ids.reserve(prompts.size());
+  for (const auto& p : prompts) ids.push_back(core_->tokenizer().Encode(p, true, false));
+  return generate(ids, params, on_output);
+}
+
+Result<std::vector<RequestOutput>> LLM::generate(const std::vector<std::vector<int32_t>>& prompts,
+                                                 const SamplingParams& params, const OutputCallback& on_output) {
+  if (!ok()) return status_;
+  // Every request is validated before any is scheduled.
+  for (const auto& p : prompts) KVF_RETURN_IF_ERROR(core_->ValidateRequest(p, params));
+  std::vector<RequestOutput> results(prompts.size());
+  std::vector<int64_t> ids;
+  size_t remaining = prompts.size();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto cb = [&, i](const RequestOutput& out) {
+      if (on_output) on_output(out);
+      if (out.finished) {
+        results[i] = out;
+        --remaining;
+      }
+    };
+    KVF_ASSIGN_OR_RETURN(int64_t id, core_->AddRequest(prompts[i], params, cb, 0));
+    ids.push_back(id);
+  }
+  while (remaining > 0 && core_->HasWork()) {
+    Status s = core_->Step();
+    if (!s.ok()) {
+      for (int64_t id : ids) core_->Abort(id);
+      return s;
+    }
+  }
+  return results;
+}
+
+// ---------------------------------------------------------------------------------------------
+// AsyncEngine
+
+struct AsyncEngine::Impl {
+  std::unique_ptr<EngineCore> core;
+  std::thread thread;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  struct Submission {
+    int64_t id;
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+    OutputCallback cb;
+    int32_t priority;
+  };
+  std::deque<Submission> inbox;       // guarded by mu
+  std::vector<int64_t> aborts;        // guarded by mu
+  bool stop = false;                  // guarded by mu
+  EngineStats stats;                  // guarded by mu, refreshed after each step
+  std::atomic<int64_t> next_id{1};
+
+  void Loop() {
+    for (;;) {
+      std::deque<Submission> subs;
+      std::vector<int64_t> abs;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || !inbox.empty() || !aborts.empty() || core->HasWork(); });
+        if (stop) break;
+        subs.swap(inbox);
+        abs.swap(aborts);
+      }
+      for (auto& s : subs) {
+        auto r = core->AddRequest(std::move(s.prompt), s.params, s.cb, s.priority, s.id);
+        if (!r.ok()) {
+          KVF_LOG_WARN("request %lld rejected: %s", (long long)s.id, r.error().message().c_str());
+          if (s.cb) {
+            RequestOutput out;
+            out.request_id = s.id;
+            out.finished = true;
+            CompletionOutput c;
+            c.finish_reason = "abort";
+            out.outputs.push_back(c);
+            s.cb(out);
+          }
+        }
+      }
+      for (int64_t id : abs) core->Abort(id);
+      if (core->HasWork()) {
+        Status st = core->Step();
+        if (!st.ok()) KVF_LOG_ERROR("engine step failed: %s", st.message().c_str());
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      stats = core->Stats();
+    }
+    // Shutting down: every request still known gets a final "abort".
+    EngineStats final_stats = core->Stats();
+    (void)final_stats;
+    for (int64_t id = 1; id < next_id.load(); ++id) core->Abort(id);
+  }
+};
+
+AsyncEngine::AsyncEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<AsyncEngine>> AsyncEngine::Create(const LLMConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  KVF_ASSIGN_OR_RETURN(impl->core, EngineCore::Create(config));
+  impl->stats = impl->core->Stats();
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->Loop(); });
+  return std::unique_ptr<AsyncEngine>(new AsyncEngine(std::move(impl)));
+}
+
+AsyncEngine::~AsyncEngine() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+Result<int64_t> AsyncEngine::Submit(std::vector<int32_t> prompt, const SamplingParams& params, OutputCallback cb,
+                                    int32_t priority) {
+  KVF_RETURN_IF_ERROR(impl_->core->ValidateRequest(prompt, params));
+  const int64_t id = impl_->next_id.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stop) return Status::Unavailable("the engine is shutting down");
+    impl_->inbox.push_back({id, std::move(prompt), params, std::move(cb), priority});
+  }
+  impl_->cv.notify_all();
+  return id;
+}
+
+Result<int64_t> AsyncEngine::SubmitText(const std::string& prompt, const SamplingParams& params, OutputCallback cb,
+                                        int32_t priority) {
+  return Submit(impl_->core->tokenizer().Encode(prompt, true, false), params, std::move(cb), priority);
+}
+
+void AsyncEngine::Abort(int64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->aborts.push_back(request_id);
+  }
+  impl_->cv.notify_all();
+}
+
+EngineStats AsyncEngine::Stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+Result<std::vector<int32_t>> AsyncEngine::Tokenize(const std::string& text, bool add_special,
+                                                   bool parse_special) const {
+  return impl_->core->tokenizer().Encode(text, add_special, parse_special);
+}
+
+std::string AsyncEngine::Detokenize(const std::vector<int32_t>& ids) const {
+  return impl_->core->tokenizer().Decode(ids);
+}
+
+int64_t AsyncEngine::max_model_len() const { return impl_->core->max_model_len(); }
+
+}  // namespace kvforge

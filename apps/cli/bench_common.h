@@ -39,6 +39,7 @@ struct PlotRow {
 Status PlotBars(const std::string& path, const std::string& title, const std::vector<PlotRow>& rows);
 
 int LatencyMain(const Args& args);  // bench_latency.cc
+int BatchedMain(const Args& args);  // bench_latency.cc
 int MemoryMain(const Args& args);   // bench_memory.cc
 
 }  // namespace kvforge::cli

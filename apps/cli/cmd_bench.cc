@@ -218,7 +218,7 @@ int ThroughputMain(const Args& args) {
 
 int BenchMain(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs("usage: kvforge bench (throughput|latency|memory) [flags]   (add --help for each)\n",
+    std::fputs("usage: kvforge bench (throughput|latency|batched|memory) [flags]   (add --help for each)\n",
                args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
@@ -226,7 +226,8 @@ int BenchMain(const Args& args) {
   if (args[0] == "throughput") return ThroughputMain(rest);
   if (args[0] == "latency") return LatencyMain(rest);
   if (args[0] == "memory") return MemoryMain(rest);
-  std::fprintf(stderr, "kvforge: unknown bench '%s' (throughput, latency, memory)\n", args[0].c_str());
+  if (args[0] == "batched") return BatchedMain(rest);
+  std::fprintf(stderr, "kvforge: unknown bench '%s' (throughput, latency, batched, memory)\n", args[0].c_str());
   return 2;
 }
 

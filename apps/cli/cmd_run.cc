@@ -7,8 +7,12 @@
 #include "flags.h"
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
+#ifdef KVF_HAVE_CHAT_TEMPLATE
+#include "chat_prompt.h"
+#endif
 
 #include <fstream>
+#include <iterator>
 
 namespace kvforge::cli {
 
@@ -63,7 +67,8 @@ int RunPromptsFile(const std::string& path, const LLMConfig& cfg, const Sampling
 }  // namespace
 
 int RunMain(const Args& args) {
-  std::string model, prompt, prompts_file, kv_mem;
+  std::string model, prompt, prompts_file, kv_mem, system, chat_template_file;
+  bool chat = false;
   int64_t block_size = 16, max_num_seqs = 64, max_batched = 2048;
   int64_t max_tokens = 128, top_k = 40, seed = -1, threads = 0, ctx = 0;
   double temperature = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
@@ -84,6 +89,11 @@ int RunMain(const Args& args) {
   p.AddBool("ignore-eos", &ignore_eos, "keep generating after end-of-sequence");
   p.AddBool("kv-f32", &kv_f32, "store the KV cache in f32 instead of f16");
   p.AddBool("json", &json, "print one JSON object instead of streaming");
+#ifdef KVF_HAVE_CHAT_TEMPLATE
+  p.AddBool("chat", &chat, "treat --prompt as a user message rendered with the model's chat template");
+  p.AddString("system", &system, "system message for --chat");
+  p.AddString("chat-template", &chat_template_file, "Jinja2 chat template file overriding the model's");
+#endif
   p.AddString("prompts-file", &prompts_file, "run every line of FILE as a request, concurrently (JSON per line with --json)");
   p.AddString("kv-cache-memory", &kv_mem, "KV pool budget for --prompts-file, e.g. 512MiB");
   p.AddInt("block-size", &block_size, "KV block tokens");
@@ -149,7 +159,33 @@ int RunMain(const Args& args) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());
     return 1;
   }
-  auto ids = (*engine)->Tokenize(prompt, true, false);
+  bool parse_special = false, add_special = true;
+#ifdef KVF_HAVE_CHAT_TEMPLATE
+  if (chat) {
+    std::string source = (*engine)->info().chat_template;
+    if (!chat_template_file.empty()) {
+      std::ifstream tf(chat_template_file, std::ios::binary);
+      if (!tf) {
+        std::fprintf(stderr, "kvforge: cannot read %s\n", chat_template_file.c_str());
+        return 1;
+      }
+      source.assign(std::istreambuf_iterator<char>(tf), std::istreambuf_iterator<char>());
+    }
+    const ModelInfo& mi = (*engine)->info();
+    auto rendered = RenderChatPrompt(source, system, prompt, mi.bos_text, mi.eos_text);
+    if (!rendered.ok()) {
+      std::fprintf(stderr, "kvforge: chat template: %s\n", rendered.error().message().c_str());
+      return 1;
+    }
+    prompt = *rendered;
+    parse_special = true;  // the template's special-token text becomes those tokens
+    // Templates that write the BOS text themselves must not get a second BOS.
+    add_special = mi.bos_text.empty() || prompt.compare(0, mi.bos_text.size(), mi.bos_text) != 0;
+  }
+#else
+  (void)chat;
+#endif
+  auto ids = (*engine)->Tokenize(prompt, add_special, parse_special);
   if (!ids.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", ids.error().message().c_str());
     return 1;

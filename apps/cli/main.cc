@@ -1,9 +1,11 @@
 // kvforge — one executable, many subcommands. Each subcommand lives in its own cmd_*.cc.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "commands.h"
 
 namespace {
@@ -47,6 +49,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
+  // Info-level logs (e.g. the KV cache size at start) go to stderr; KVF_LOG=warn silences them.
+  const char* lvl = std::getenv("KVF_LOG");
+  kvforge::base::SetLogLevel(lvl && std::strcmp(lvl, "warn") == 0 ? kvforge::base::LogLevel::kWarn
+                             : lvl && std::strcmp(lvl, "debug") == 0 ? kvforge::base::LogLevel::kDebug
+                                                                      : kvforge::base::LogLevel::kInfo);
   for (const auto& c : kCommands)
     if (cmd == c.name) return c.fn(args);
   std::fprintf(stderr, "kvforge: unknown command '%s'\n", cmd.c_str());

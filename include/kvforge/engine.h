@@ -44,6 +44,8 @@ struct ModelInfo {
   std::string tokenizer_model;
   int32_t bos, eos;
   uint64_t kv_bytes_per_token;     // with the engine's KV element type, all layers, K and V
+  std::string chat_template;       // tokenizer.chat_template (Jinja2), empty when absent
+  std::string bos_text, eos_text;  // the BOS/EOS token texts, for chat templates
 };
 
 enum class FinishReason { kLength, kStop, kEos, kCancelled };

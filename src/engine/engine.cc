@@ -134,6 +134,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   i.bos = impl->tok->bos();
   i.eos = impl->tok->eos();
   i.kv_bytes_per_token = static_cast<uint64_t>(c.KvBytesPerToken(options.kv_f16 ? 2 : 4));
+  if (const auto* t = impl->model->file().Find("tokenizer.chat_template"); t && t->type == gguf::ValueType::kString)
+    i.chat_template = std::string(t->str);
+  const auto& vocab = impl->tok->vocab();
+  if (vocab.bos >= 0) i.bos_text = vocab.texts[static_cast<size_t>(vocab.bos)];
+  if (vocab.eos >= 0) i.eos_text = vocab.texts[static_cast<size_t>(vocab.eos)];
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

@@ -1,0 +1,18 @@
+// chat_prompt.h — renders a conversation with a model's chat template for `kvforge run --chat`.
+#pragma once
+
+#include <string>
+
+#include "kvforge/status.h"
+
+namespace kvforge::cli {
+
+// The template used when a model carries none (ChatML, the most common open format).
+extern const char kDefaultChatTemplate[];
+
+// Renders [system?, user] with `template_source` (empty: kDefaultChatTemplate), adding the
+// generation prompt. bos/eos are the vocabulary's token texts.
+Result<std::string> RenderChatPrompt(const std::string& template_source, const std::string& system,
+                                     const std::string& user, const std::string& bos, const std::string& eos);
+
+}  // namespace kvforge::cli

@@ -6,7 +6,8 @@ set -euo pipefail
 PACKAGES=(
   g++ cmake ninja-build pkg-config make
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev
+  nlohmann-json3-dev libcpp-httplib-dev
+  gnuplot-nox
   libpcre2-dev
   clang libclang-rt-14-dev
 )

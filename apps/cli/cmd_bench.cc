@@ -227,6 +227,9 @@ int BenchMain(const Args& args) {
   if (args[0] == "latency") return LatencyMain(rest);
   if (args[0] == "memory") return MemoryMain(rest);
   if (args[0] == "batched") return BatchedMain(rest);
+#ifdef KVF_HAVE_SERVER
+  if (args[0] == "serve") return BenchServeMain(rest);
+#endif
   std::fprintf(stderr, "kvforge: unknown bench '%s' (throughput, latency, batched, memory)\n", args[0].c_str());
   return 2;
 }

@@ -17,5 +17,7 @@ int EvalMain(const Args& args);          // cmd_eval.cc
 int BenchMain(const Args& args);         // cmd_bench.cc
 int CalcMain(const Args& args);          // cmd_calc.cc
 int ChatTemplateMain(const Args& args);  // cmd_chat_template.cc
+int ServeMain(const Args& args);         // cmd_serve.cc (server module)
+int BenchServeMain(const Args& args);    // cmd_bench_serve.cc (server module)
 
 }  // namespace kvforge::cli

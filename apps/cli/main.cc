@@ -26,6 +26,9 @@ const Command kCommands[] = {
 #ifdef KVF_HAVE_CALC
     {"calc", kvforge::cli::CalcMain, "KV-cache memory calculator"},
 #endif
+#ifdef KVF_HAVE_SERVER
+    {"serve", kvforge::cli::ServeMain, "OpenAI-compatible HTTP server (streaming, metrics)"},
+#endif
 #ifdef KVF_HAVE_CHAT_TEMPLATE
     {"chat-template", kvforge::cli::ChatTemplateMain, "render a chat template with messages"},
 #endif

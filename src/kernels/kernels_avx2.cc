@@ -101,6 +101,46 @@ inline void DotFloatTile(const uint8_t* row, const float* const* xs, int64_t col
   }
 }
 
+// 3 weight rows x 4 tokens: 12 accumulators, each 8-wide weight load (and f16/bf16 conversion)
+// feeds 4 FMAs and each activation load 3, so the loop is FMA-bound rather than load-bound.
+template <WType W>
+inline void DotFloatTile3x4(const uint8_t* r0, size_t row_bytes, const float* const* xs, int64_t cols,
+                            float* out /* [3][4] */) {
+  const uint8_t* r1 = r0 + row_bytes;
+  const uint8_t* r2 = r1 + row_bytes;
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+  __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+  __m256 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+  int64_t i = 0;
+  for (; i + 8 <= cols; i += 8) {
+    const __m256 w0 = LoadW8<W>(r0, i), w1 = LoadW8<W>(r1, i), w2 = LoadW8<W>(r2, i);
+    __m256 x = _mm256_loadu_ps(xs[0] + i);
+    a00 = _mm256_fmadd_ps(w0, x, a00);
+    a10 = _mm256_fmadd_ps(w1, x, a10);
+    a20 = _mm256_fmadd_ps(w2, x, a20);
+    x = _mm256_loadu_ps(xs[1] + i);
+    a01 = _mm256_fmadd_ps(w0, x, a01);
+    a11 = _mm256_fmadd_ps(w1, x, a11);
+    a21 = _mm256_fmadd_ps(w2, x, a21);
+    x = _mm256_loadu_ps(xs[2] + i);
+    a02 = _mm256_fmadd_ps(w0, x, a02);
+    a12 = _mm256_fmadd_ps(w1, x, a12);
+    a22 = _mm256_fmadd_ps(w2, x, a22);
+    x = _mm256_loadu_ps(xs[3] + i);
+    a03 = _mm256_fmadd_ps(w0, x, a03);
+    a13 = _mm256_fmadd_ps(w1, x, a13);
+    a23 = _mm256_fmadd_ps(w2, x, a23);
+  }
+  out[0] = HSum(a00); out[1] = HSum(a01); out[2] = HSum(a02); out[3] = HSum(a03);
+  out[4] = HSum(a10); out[5] = HSum(a11); out[6] = HSum(a12); out[7] = HSum(a13);
+  out[8] = HSum(a20); out[9] = HSum(a21); out[10] = HSum(a22); out[11] = HSum(a23);
+  for (; i < cols; ++i) {
+    const float w[3] = {LoadScalarW(W, r0, i), LoadScalarW(W, r1, i), LoadScalarW(W, r2, i)};
+    for (int r = 0; r < 3; ++r)
+      for (int t = 0; t < 4; ++t) out[r * 4 + t] += w[r] * xs[t][i];
+  }
+}
+
 // Loads 32 weight codes of a q8_0 / q4_0 block as signed bytes.
 template <WType W>
 inline __m256i LoadQ32(const uint8_t* blk) {
@@ -146,7 +186,7 @@ void MatMulTyped(const uint8_t* weights, size_t row_bytes, int64_t cols, const u
                  int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   constexpr bool kQuant = W == WType::kQ8_0 || W == WType::kQ4_0;
   const size_t x_row = PreparedRowBytes(W, cols);
-  constexpr int64_t kRowBlock = 16;
+  constexpr int64_t kRowBlock = 48;  // multiple of 3 for the 3x4 tile
   for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
     const int64_t re = rb + kRowBlock < r1 ? rb + kRowBlock : r1;
     int64_t t = 0;
@@ -163,7 +203,16 @@ void MatMulTyped(const uint8_t* weights, size_t row_bytes, int64_t cols, const u
       } else {
         const float* xs[NT];
         for (int k = 0; k < NT; ++k) xs[k] = reinterpret_cast<const float*>(x + (t + k) * x_row);
-        for (int64_t r = rb; r < re; ++r) {
+        int64_t r = rb;
+        if constexpr (NT == 4) {
+          float o12[12];
+          for (; r + 3 <= re; r += 3) {
+            DotFloatTile3x4<W>(weights + static_cast<size_t>(r) * row_bytes, row_bytes, xs, cols, o12);
+            for (int q = 0; q < 3; ++q)
+              for (int k = 0; k < 4; ++k) y[(t + k) * y_stride + r + q] = o12[q * 4 + k];
+          }
+        }
+        for (; r < re; ++r) {
           DotFloatTile<W, NT>(weights + static_cast<size_t>(r) * row_bytes, xs, cols, out);
           for (int k = 0; k < NT; ++k) y[(t + k) * y_stride + r] = out[k];
         }

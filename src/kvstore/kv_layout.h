@@ -14,12 +14,18 @@
 //     point per group of G = 32 (keys grouped per channel over G tokens, values per token over G
 //     channels), and a residual window of the most recent R = 128 tokens kept in f16.
 //
-// Placement inside a physical block (see docs/kv_cache.md and docs/adr/0002-kv-block-layout.md):
-//   block  = [num_layers][num_streams][rows_per_block][row_stride_bytes]   (streams: K,V | latent)
+// Rows (see docs/kv_cache.md and docs/adr/0002-kv-block-layout.md):
 //   row    = the smallest unit a codec writes on its own: one token (all KV heads, scales inline)
 //            for every dtype except KIVI keys, whose row is one group of G tokens.
 //   row_stride_bytes = row_bytes rounded up to row_align_bytes (64 by default, one cache line and
-//   one AVX-512 register), so every row, stream slice, layer slice and block starts aligned.
+//   one AVX-512 register), so every row and every block piece starts aligned.
+// Placement. The resident cache (kvstore::KvStore) is per layer: each (stream, layer) owns a
+// region [num_blocks][rows_per_block][row_stride_bytes], and a block's piece of it is
+// RowsPerBlock(s) x row_stride_bytes contiguous bytes. The block-level helpers below
+// (OffsetInBlock, LayerSliceBytes, BlockBytes) describe the SERIALIZED block, the form a block
+// takes when it is gathered into one buffer for swap / offload tiers:
+//   serialized block = [num_layers][num_streams][rows_per_block][row_stride_bytes]
+// BlockBytes() is also the sum of a block's resident pieces, so capacity figures hold for both.
 // The KIVI residual window is per sequence and lives outside the blocks (ResidualBytesPerSequence).
 //
 // Exactness: BytesPerToken() is the asymptotic rate (no residual, no padding, no fixed bytes) and
@@ -144,15 +150,18 @@ class KvLayout {
   // Largest residual window of one sequence (KIVI), which lives outside the blocks.
   int64_t ResidualBytesPerSequence() const;
 
-  // Bytes of one physical block over all layers and streams, row padding included.
+  // Bytes of one physical block over all layers and streams, row padding included (the size of
+  // a serialized block, and the sum of its resident per-layer pieces).
   int64_t BlockBytes() const { return block_bytes_; }
   // The part of BlockBytes() that is alignment padding.
   int64_t BlockPaddingBytes() const;
-  // Bytes of one layer's slice of a block (all streams).
+  // Bytes of one layer's slice of a serialized block (all streams).
   int64_t LayerSliceBytes() const { return layer_slice_bytes_; }
-  // Byte offset, inside a block, of row `row` of stream `stream` of layer `layer`.
+  // Byte offset, inside a SERIALIZED block ([layer][stream][row]), of row `row` of stream
+  // `stream` of layer `layer`. Not an address in the resident per-layer regions.
   int64_t OffsetInBlock(int64_t layer, int64_t stream, int64_t row) const;
-  // Rows of a stream in one block: block_tokens / row_tokens.
+  // Rows of a stream in one block: block_tokens / row_tokens. A block's resident piece of one
+  // (stream, layer) region is RowsPerBlock(s) x row_stride_bytes bytes.
   int64_t RowsPerBlock(int64_t stream) const;
   // Whole blocks that fit in budget_bytes after FixedBytes(); 0 if none (budget may be < 0).
   int64_t BlocksForBudget(int64_t budget_bytes) const;

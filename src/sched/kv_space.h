@@ -3,6 +3,16 @@
 // The engine implements this over kvstore::PagedKvCache (bookkeeping + bytes, swap area in host
 // memory); scheduler tests implement it over a plain kvmeta::BlockManager. All capacity answers
 // are values: false / counts, never errors. Sequence ids are chosen by the engine.
+//
+// Contract the scheduler relies on (and keeps on its side):
+//   * The scheduler is the only user that allocates or frees through this interface, so with no
+//     sequence resident every block is free (Scheduler::CheckInvariants checks that).
+//   * A sequence is in one of three states here: unknown, resident (holds device blocks) or
+//     swapped (its slots live in the host area). Grow/BlocksToGrow/Fork are only asked about
+//     unknown or resident sequences; SwapOut only of resident ones; SwapIn only of swapped ones.
+//   * Answers are truthful: Grow succeeds when BlocksToGrow(seq, n) <= num_free_blocks(), and
+//     SwapIn(seq) needs at most ceil(slots / block_tokens()) free blocks, where `slots` is what
+//     the sequence held when it was swapped out (the scheduler budgets swap-in with that bound).
 // Thread-safety: engine thread only.
 #pragma once
 
@@ -17,18 +27,20 @@ class KvSpace {
   virtual int64_t num_total_blocks() const = 0;
   virtual int64_t num_free_blocks() const = 0;
   // Blocks needed so that `seq` holds `total_tokens` slots (a new sequence when unknown),
-  // including a copy-on-write of a shared partially-filled last block.
+  // including a copy-on-write of a shared partially-filled last block. 0 when it already does.
   virtual int64_t BlocksToGrow(int64_t seq, int64_t total_tokens) const = 0;
   // Makes `seq` hold at least `total_tokens` slots (creating it when unknown). False and no
   // change when blocks are short.
   virtual bool Grow(int64_t seq, int64_t total_tokens) = 0;
-  // Releases every block of `seq` (no-op when unknown).
+  // Releases every block of `seq`, resident or swapped out (no-op when unknown).
   virtual void Free(int64_t seq) = 0;
-  // `child` shares every block of `parent` (parallel sampling / beams).
+  // `child` (unknown) shares every block of the resident `parent` (parallel sampling / beams).
   virtual bool Fork(int64_t parent, int64_t child) = 0;
 
-  // Swap preemption: move a sequence's blocks to a host area and back. A space without a swap
-  // area returns false from CanSwapOut and the scheduler falls back to recompute.
+  // Swap preemption: move a sequence's blocks to a host area and back, keeping its slot count.
+  // SwapOut frees the device blocks the sequence held alone. A space without a swap area returns
+  // false from CanSwapOut and the scheduler falls back to recompute. The scheduler swaps every
+  // sequence of a request; if one of them cannot go, it frees them all and recomputes instead.
   virtual bool CanSwapOut(int64_t seq) const = 0;
   virtual bool SwapOut(int64_t seq) = 0;
   virtual bool CanSwapIn(int64_t seq) const = 0;

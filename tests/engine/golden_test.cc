@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvforge/engine.h"
+#include "support/reference_forward.h"
 #include "support/test_paths.h"
 
 namespace kvforge {
@@ -66,36 +67,60 @@ INSTANTIATE_TEST_SUITE_P(Configs, StoriesGolden,
                                            std::make_tuple(32, true, false), std::make_tuple(16, false, false),
                                            std::make_tuple(512, true, false)));
 
-TEST(Qwen2Golden, GreedyIdsAndLogprobsMatchLlamaCpp) {
-  auto engine = MakeEngine("models/tiny-random-qwen2.gguf");
-  ASSERT_NE(engine, nullptr);
+// llama.cpp rounds activations to f16 before F16 matmuls and the attention's Q and softmax
+// weights to f16 (ggml's vec_dot_f16), so its reference log-probabilities are themselves off the
+// exact (float64) values by up to ~2e-2 on this model (its output logits are large). The test
+// therefore checks: ids equal llama.cpp's; with an f32 KV cache our log-probabilities equal the
+// float64 oracle's within 1e-4 and llama.cpp's within 3e-2 (as with the default f16 KV cache).
+
+TEST(Qwen2Golden, GreedyIdsAndLogprobsMatchLlamaCppAndTheOracle) {
   const auto ref = LoadJson("reference/tiny-random-qwen2-greedy.json");
-  for (const auto& c : ref["cases"]) {
-    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-    const auto want = c["gen_ids"].get<std::vector<int32_t>>();
-    SamplingParams p = Greedy(static_cast<int>(want.size()));
-    p.ignore_eos = true;
-    p.logprobs = 1;
-    auto r = engine->Generate(prompt, p);
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
-    size_t check = want.size();
-    if (!c["first_step_with_margin_below_1e-2"].is_null()) check = c["first_step_with_margin_below_1e-2"].get<size_t>();
-    ASSERT_GE(r->tokens.size(), check);
-    for (size_t i = 0; i < check; ++i) {
-      ASSERT_EQ(r->tokens[i], want[i]) << c["prompt"] << " step " << i;
-      const double want_lp = c["steps"][i]["top_logprobs"][0][1];
-      EXPECT_NEAR(r->logprobs[i], want_lp, 2e-3) << c["prompt"] << " step " << i;
-    }
-    // The full top-5 at the first step.
-    auto logits = engine->LogitsFor(prompt);
-    ASSERT_TRUE(logits.ok());
-    double mx = -1e30, sum = 0;
-    for (float v : *logits) mx = std::max(mx, static_cast<double>(v));
-    for (float v : *logits) sum += std::exp(v - mx);
-    for (const auto& pair : c["steps"][0]["top_logprobs"]) {
-      const int id = pair[0];
-      const double lp = (*logits)[static_cast<size_t>(id)] - mx - std::log(sum);
-      EXPECT_NEAR(lp, pair[1].get<double>(), 2e-3) << c["prompt"] << " id " << id;
+  auto oracle = kvforge::testing::ReferenceModel::Load(kvforge::testing::SharedDir() + "/models/tiny-random-qwen2.gguf");
+  ASSERT_TRUE(oracle.ok()) << oracle.error().ToString();
+  for (bool f16 : {false, true}) {
+    auto engine = MakeEngine("models/tiny-random-qwen2.gguf", 16, f16);
+    ASSERT_NE(engine, nullptr);
+    for (const auto& c : ref["cases"]) {
+      const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+      const auto want = c["gen_ids"].get<std::vector<int32_t>>();
+      SamplingParams p = Greedy(static_cast<int>(want.size()));
+      p.ignore_eos = true;
+      p.logprobs = 1;
+      auto r = engine->Generate(prompt, p);
+      ASSERT_TRUE(r.ok()) << r.error().ToString();
+      size_t check = want.size();
+      if (!c["first_step_with_margin_below_1e-2"].is_null()) check = c["first_step_with_margin_below_1e-2"].get<size_t>();
+      ASSERT_GE(r->tokens.size(), check);
+      std::vector<std::vector<double>> exact;
+      if (!f16) {
+        std::vector<int32_t> all = prompt;
+        all.insert(all.end(), want.begin(), want.begin() + static_cast<long>(check));
+        exact = (*oracle)->Logits(all);
+      }
+      for (size_t i = 0; i < check; ++i) {
+        ASSERT_EQ(r->tokens[i], want[i]) << c["prompt"] << " step " << i;
+        const double want_lp = c["steps"][i]["top_logprobs"][0][1];
+        EXPECT_NEAR(r->logprobs[i], want_lp, 3e-2) << c["prompt"] << " step " << i;
+        if (!f16) {
+          const auto& row = exact[prompt.size() - 1 + i];
+          double mx = -1e300, sum = 0;
+          for (double v : row) mx = std::max(mx, v);
+          for (double v : row) sum += std::exp(v - mx);
+          EXPECT_NEAR(r->logprobs[i], row[static_cast<size_t>(want[i])] - mx - std::log(sum), 1e-4)
+              << c["prompt"] << " step " << i;
+        }
+      }
+      // The full top-5 at the first step.
+      auto logits = engine->LogitsFor(prompt);
+      ASSERT_TRUE(logits.ok());
+      double mx = -1e30, sum = 0;
+      for (float v : *logits) mx = std::max(mx, static_cast<double>(v));
+      for (float v : *logits) sum += std::exp(v - mx);
+      for (const auto& pair : c["steps"][0]["top_logprobs"]) {
+        const int id = pair[0];
+        const double lp = (*logits)[static_cast<size_t>(id)] - mx - std::log(sum);
+        EXPECT_NEAR(lp, pair[1].get<double>(), 3e-2) << c["prompt"] << " id " << id;
+      }
     }
   }
 }

@@ -1,0 +1,257 @@
+// sched/schedule_step.cc — Scheduler::Schedule(): one step's batch. Passes, in order:
+//   0. promote requests that waited too long (aging);
+//   1. one decode token per ready sequence of every running request, best request first;
+//   2. the next prefill / recompute chunk of running requests, best first;
+//      (1 and 2 preempt the worst running request when a sequence cannot grow)
+//   3. swap-in of swapped requests, if nothing was preempted in this step;
+//   4. admission of waiting requests, if nothing was preempted and nothing is still swapped
+//      (static batching: only when nothing is running either).
+// See sched/scheduler.h for the policy; the state is described in sched/scheduler_internal.h.
+#include <algorithm>
+#include <vector>
+
+#include "sched/scheduler.h"
+#include "sched/scheduler_internal.h"
+
+namespace kvforge::sched {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+}  // namespace
+
+StepPlan Scheduler::Impl::Schedule() {
+  ++step;
+  // A plan that was never committed is discarded: its chunks did not happen.
+  for (int64_t id : inflight_seqs) {
+    if (SeqState* s = FindSeq(id); s != nullptr) s->inflight_end = -1;
+  }
+  inflight_seqs.clear();
+  PromoteStarved();
+
+  PlanBuilder b;
+  b.budget = cfg.max_num_batched_tokens;
+  // A request that preempts itself is running.back(), so it is always the last one visited.
+  for (size_t i = 0; i < running.size();) {
+    if (ScheduleSeqs(running[i], /*prefill=*/false, /*may_preempt=*/true, &b)) ++i;
+  }
+  for (size_t i = 0; i < running.size();) {
+    if (ScheduleSeqs(running[i], /*prefill=*/true, /*may_preempt=*/true, &b)) ++i;
+  }
+  if (b.preempted.empty()) {
+    // Blocks not yet promised to running prefills; with nothing running there is nobody the
+    // watermark protects, which also guarantees the head of the queue can always get in.
+    int64_t avail = kv->num_free_blocks() - OutstandingBlocks();
+    bool exempt = running.empty();
+    const bool batch_done = running.empty();
+    if (!swapped.empty()) SwapInRequests(&b, &avail, &exempt);
+    if (swapped.empty() && (!cfg.static_batching || batch_done)) AdmitWaiting(&b, &avail, &exempt);
+  }
+
+  StepPlan plan;
+  plan.step = step;
+  plan.chunks = std::move(b.decode);
+  plan.chunks.insert(plan.chunks.end(), b.prefill.begin(), b.prefill.end());
+  for (const ScheduledChunk& c : plan.chunks) {
+    plan.num_batched_tokens += c.num_tokens;
+    inflight_seqs.push_back(c.seq);
+  }
+  plan.preempted = std::move(b.preempted);
+  plan.swapped_in = std::move(b.swapped_in);
+  pending_step = step;
+  return plan;
+}
+
+void Scheduler::Impl::PromoteStarved() {
+  if (cfg.max_wait_steps == 0) return;
+  while (!aging.empty()) {
+    Req* r = aging.begin()->second;
+    if (step - r->arrival_step < cfg.max_wait_steps) break;
+    waiting.erase(RankOf(*r));
+    aging.erase(aging.begin());
+    r->promoted = true;
+    waiting.emplace(RankOf(*r), r);
+  }
+}
+
+int64_t Scheduler::Impl::PrefillChunk(const SeqState& s, int64_t budget) const {
+  const int64_t remaining = s.num_tokens - s.num_computed;
+  if (budget <= 0 || remaining <= 0) return 0;
+  if (cfg.chunked_prefill) {
+    int64_t n = std::min(remaining, budget);
+    if (cfg.long_prefill_token_threshold > 0) n = std::min(n, cfg.long_prefill_token_threshold);
+    return n;
+  }
+  if (remaining <= budget) return remaining;
+  // A recompute longer than a whole step could never run in one piece: split it.
+  if (remaining > cfg.max_num_batched_tokens) return budget;
+  return 0;
+}
+
+bool Scheduler::Impl::ScheduleSeqs(Req* r, bool prefill, bool may_preempt, PlanBuilder* b) {
+  for (SeqState& s : r->seqs) {
+    if (s.inflight_end >= 0 || Complete(*r, s)) continue;
+    if ((s.num_computed < s.prefill_end) != prefill) continue;
+    if (s.num_computed >= s.num_tokens) continue;  // idle: waits for a token
+    if (b->num_seqs() >= cfg.max_num_seqs) return true;
+    const int64_t n = prefill ? PrefillChunk(s, b->budget) : std::min<int64_t>(1, b->budget);
+    if (n <= 0) continue;
+    const int64_t end = s.num_computed + n;
+    bool grown = true;
+    while (!kv->Grow(s.id, end)) {
+      if (!may_preempt) {
+        grown = false;
+        break;
+      }
+      Req* victim = running.back();
+      Preempt(victim, b);
+      if (victim == r) return false;
+    }
+    if (!grown) continue;
+    s.kv_slots = std::max(s.kv_slots, end);
+    s.inflight_end = end;
+    const ScheduledChunk chunk{.request = r->id,
+                               .seq = s.id,
+                               .pos0 = s.num_computed,
+                               .num_tokens = n,
+                               .is_prefill = s.num_computed < s.prefill_end,
+                               .sample = end == s.num_tokens};
+    (prefill ? b->prefill : b->decode).push_back(chunk);
+    b->budget -= n;
+  }
+  return true;
+}
+
+void Scheduler::Impl::Preempt(Req* victim, PlanBuilder* b) {
+  auto unschedule = [&](std::vector<ScheduledChunk>* chunks) {
+    auto keep = std::remove_if(chunks->begin(), chunks->end(), [&](const ScheduledChunk& c) {
+      if (c.request != victim->id) return false;
+      b->budget += c.num_tokens;
+      return true;
+    });
+    chunks->erase(keep, chunks->end());
+  };
+  unschedule(&b->decode);
+  unschedule(&b->prefill);
+  for (SeqState& s : victim->seqs) s.inflight_end = -1;
+  RemoveFromQueue(victim);
+  b->preempted.push_back(victim->id);
+  ++stats.num_preemptions;
+  if (cfg.preemption_mode == PreemptionMode::kSwap && TrySwapOut(victim)) {
+    ++stats.num_swap_preemptions;
+    PushSwapped(victim);
+    return;
+  }
+  ResetForRecompute(victim);
+  PushWaiting(victim);
+}
+
+bool Scheduler::Impl::TrySwapOut(Req* r) {
+  bool any = false;
+  for (const SeqState& s : r->seqs) {
+    if (s.kv_slots == 0) continue;
+    any = true;
+    // A partial swap-out is undone by the caller's recompute, which frees everything.
+    if (!kv->CanSwapOut(s.id) || !kv->SwapOut(s.id)) return false;
+  }
+  return any;  // nothing to keep: recompute is free
+}
+
+void Scheduler::Impl::ResetForRecompute(Req* r) {
+  for (SeqState& s : r->seqs) {
+    kv->Free(s.id);
+    stats.num_recomputed_tokens += s.num_computed;
+    s.num_computed = 0;
+    s.kv_slots = 0;
+    s.inflight_end = -1;
+    s.prefill_end = s.num_tokens;
+  }
+}
+
+int64_t Scheduler::Impl::OutstandingBlocks() const {
+  int64_t n = 0;
+  for (const Req* r : running) {
+    for (const SeqState& s : r->seqs) {
+      if (!Complete(*r, s) && s.num_computed < s.prefill_end) {
+        n += kv->BlocksToGrow(s.id, s.num_tokens);
+      }
+    }
+    n += std::max<int64_t>(0, r->num_seqs - static_cast<int64_t>(r->seqs.size()));
+  }
+  return n;
+}
+
+int64_t Scheduler::Impl::AdmissionNeed(const Req& r) const {
+  int64_t n = std::max<int64_t>(0, r.num_seqs - static_cast<int64_t>(r.seqs.size()));
+  for (const SeqState& s : r.seqs) {
+    if (!Complete(r, s)) n += kv->BlocksToGrow(s.id, s.num_tokens);
+  }
+  return n;
+}
+
+int64_t Scheduler::Impl::SwapInNeed(const Req& r) const {
+  int64_t n = 0;
+  for (const SeqState& s : r.seqs) n += CeilDiv(s.kv_slots, kv->block_tokens());
+  return n;
+}
+
+void Scheduler::Impl::SwapInRequests(PlanBuilder* b, int64_t* avail, bool* exempt) {
+  int64_t reserved = RunningReservation();
+  while (!swapped.empty()) {
+    Req* r = swapped.begin()->second;
+    if (reserved + SeqReservation(*r) > cfg.max_num_seqs) break;
+    const int64_t blocks = SwapInNeed(*r);
+    const int64_t growth = static_cast<int64_t>(r->seqs.size()) +
+                           std::max<int64_t>(0, r->num_seqs - static_cast<int64_t>(r->seqs.size()));
+    if ((*exempt ? blocks : blocks + growth + watermark_blocks) > *avail) break;
+    bool ok = true;
+    for (const SeqState& s : r->seqs) {
+      if (s.kv_slots == 0) continue;
+      if (!kv->CanSwapIn(s.id) || !kv->SwapIn(s.id)) {
+        ok = false;
+        break;
+      }
+    }
+    RemoveFromQueue(r);
+    if (!ok) {
+      // The KvSpace disagreed with the estimate: keep the request, lose its KV.
+      ResetForRecompute(r);
+      PushWaiting(r);
+      break;
+    }
+    ++stats.num_swap_ins;
+    *avail -= blocks + growth;
+    *exempt = false;
+    reserved += SeqReservation(*r);
+    PushRunning(r);
+    b->swapped_in.push_back(r->id);
+    ScheduleSeqs(r, /*prefill=*/false, /*may_preempt=*/false, b);
+    ScheduleSeqs(r, /*prefill=*/true, /*may_preempt=*/false, b);
+  }
+}
+
+void Scheduler::Impl::AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt) {
+  int64_t reserved = RunningReservation();
+  for (auto it = waiting.begin(); it != waiting.end();) {
+    Req* r = it->second;
+    if (!cfg.static_batching && (b->budget <= 0 || b->num_seqs() >= cfg.max_num_seqs)) break;
+    if (reserved + SeqReservation(*r) > cfg.max_num_seqs) break;
+    const int64_t need = AdmissionNeed(*r);
+    if (need + (*exempt ? 0 : watermark_blocks) > *avail) break;
+    if (!cfg.static_batching && !cfg.chunked_prefill) {
+      // The first prefill must run whole in this step.
+      auto first = std::find_if(r->seqs.begin(), r->seqs.end(),
+                                [r](const SeqState& s) { return !Complete(*r, s); });
+      if (first != r->seqs.end() && PrefillChunk(*first, b->budget) == 0) break;
+    }
+    it = waiting.erase(it);
+    aging.erase(r->arrival);
+    *avail -= need;
+    *exempt = false;
+    reserved += SeqReservation(*r);
+    PushRunning(r);
+    ScheduleSeqs(r, /*prefill=*/true, /*may_preempt=*/false, b);
+  }
+}
+
+}  // namespace kvforge::sched

@@ -1,0 +1,123 @@
+// sched/scheduler_internal.h — the Scheduler's state, shared by scheduler.cc (requests, commit,
+// forks, queries, invariants) and schedule_step.cc (Schedule(): batch forming, admission,
+// preemption). Not part of the module's interface.
+//
+// Every request lives in `requests` and in exactly one queue: `waiting` and `swapped` are ordered
+// maps keyed by rank, `running` is a vector kept sorted by rank (best first, so the preemption
+// victim is running.back()). `aging` indexes the non-promoted waiting requests by arrival so the
+// oldest can be promoted in O(log n). seq_owner maps every live sequence id to its request.
+// Thread-safety: engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "sched/scheduler.h"
+
+namespace kvforge::sched {
+
+struct SeqState {
+  int64_t id = 0;
+  int64_t num_tokens = 0;     // prompt + generated
+  int64_t num_computed = 0;   // committed: K/V written for [0, num_computed)
+  int64_t prefill_end = 0;    // chunks starting before this are prefill (prompt or recompute)
+  int64_t kv_slots = 0;       // slots asked of KvSpace (0: holds nothing); kept while swapped
+  int64_t inflight_end = -1;  // end of this sequence's chunk in the pending plan, -1: none
+};
+
+enum class Queue { kWaiting, kRunning, kSwapped };
+
+// Rank: smaller is better. Total order because arrival serials are unique.
+struct Rank {
+  int32_t promoted_class = 1;  // 0: promoted by aging
+  int64_t priority = 0;        // 0 under kFcfs
+  int64_t arrival = 0;
+  auto operator<=>(const Rank&) const = default;
+};
+
+struct Req {
+  RequestId id = 0;
+  int64_t arrival = 0;       // serial of AddRequest calls
+  int64_t arrival_step = 0;  // Schedule() count at AddRequest
+  int32_t priority = 0;
+  int32_t num_seqs = 1;
+  int64_t prompt_tokens = 0;
+  int64_t max_new_tokens = 0;
+  bool promoted = false;
+  Queue queue = Queue::kWaiting;
+  std::vector<SeqState> seqs;  // creation order
+};
+
+// The plan being formed by one Schedule() call.
+struct PlanBuilder {
+  int64_t budget = 0;
+  std::vector<ScheduledChunk> decode;
+  std::vector<ScheduledChunk> prefill;
+  std::vector<RequestId> preempted;
+  std::vector<RequestId> swapped_in;
+  int64_t num_seqs() const { return static_cast<int64_t>(decode.size() + prefill.size()); }
+};
+
+struct Scheduler::Impl {
+  Impl(const SchedulerConfig& config, KvSpace* kv);
+
+  // --- Requests and queues (scheduler.cc) ---
+  Rank RankOf(const Req& r) const;
+  Req* Find(RequestId id) const;
+  SeqState* FindSeq(int64_t seq) const;  // nullptr if unknown
+  Req* Owner(int64_t seq) const;         // nullptr if unknown
+  void PushWaiting(Req* r);
+  void PushRunning(Req* r);
+  void PushSwapped(Req* r);
+  void RemoveFromQueue(Req* r);
+  // Frees the KV of every sequence and forgets the request.
+  void Retire(Req* r);
+  // Sequences a running request counts against max_num_seqs.
+  static int64_t SeqReservation(const Req& r);
+  int64_t RunningReservation() const;
+  static bool Complete(const Req& r, const SeqState& s);  // generated max_new_tokens
+  static int64_t PostStepComputed(const SeqState& s);
+  Status ValidateOutcomes(const StepPlan& plan, const std::vector<SeqOutcome>& seqs,
+                          const std::vector<RequestOutcome>& requests) const;
+
+  // --- One step (schedule_step.cc) ---
+  StepPlan Schedule();
+  void PromoteStarved();
+  // Schedules the decode (prefill == false) or prefill chunks of `r`. With may_preempt, a
+  // failed Grow preempts running_.back() until it succeeds; returns false if `r` itself was
+  // preempted. Without, a failed Grow just leaves the sequence out of this step.
+  bool ScheduleSeqs(Req* r, bool prefill, bool may_preempt, PlanBuilder* b);
+  int64_t PrefillChunk(const SeqState& s, int64_t budget) const;
+  // Moves running `victim` out (swap when configured and possible, else recompute), removing
+  // its chunks from `b`.
+  void Preempt(Req* victim, PlanBuilder* b);
+  bool TrySwapOut(Req* r);
+  void ResetForRecompute(Req* r);
+  // Blocks still owed to running requests' unfinished prefills and pending forks.
+  int64_t OutstandingBlocks() const;
+  int64_t AdmissionNeed(const Req& r) const;
+  int64_t SwapInNeed(const Req& r) const;
+  void SwapInRequests(PlanBuilder* b, int64_t* avail, bool* exempt);
+  void AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt);
+
+  SchedulerConfig cfg;
+  KvSpace* kv;
+  int64_t watermark_blocks = 0;
+  int64_t step = 0;          // Schedule() calls so far
+  int64_t pending_step = 0;  // step of the uncommitted plan, 0: none
+  int64_t next_arrival = 1;
+  SchedulerStats stats;
+
+  std::unordered_map<RequestId, std::unique_ptr<Req>> requests;
+  std::unordered_map<int64_t, Req*> seq_owner;  // sequence id -> its request (owned above)
+  std::map<Rank, Req*> waiting;
+  std::map<Rank, Req*> swapped;
+  std::vector<Req*> running;           // sorted by rank, best first
+  std::map<int64_t, Req*> aging;       // arrival -> non-promoted waiting request
+  std::vector<int64_t> inflight_seqs;  // sequences with inflight_end set (plan + forks)
+};
+
+}  // namespace kvforge::sched

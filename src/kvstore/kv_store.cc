@@ -52,15 +52,17 @@ void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens) {
       std::memcpy(Row(static_cast<KvKind>(kind), l, dst, 0), Row(static_cast<KvKind>(kind), l, src, 0), n);
 }
 
+// Serialised form (docs/kv_cache.md): [layer][K, V][block_tokens][n_kv_head][head_dim], the
+// order KvLayout describes, so a restore can proceed layer by layer.
 void KvStore::ReadBlock(int32_t block, uint8_t* dst) const {
-  for (int kind = 0; kind < 2; ++kind)
-    for (int32_t l = 0; l < cfg_.n_layer; ++l, dst += block_bytes_)
+  for (int32_t l = 0; l < cfg_.n_layer; ++l)
+    for (int kind = 0; kind < 2; ++kind, dst += block_bytes_)
       std::memcpy(dst, Row(static_cast<KvKind>(kind), l, block, 0), block_bytes_);
 }
 
 void KvStore::WriteBlock(int32_t block, const uint8_t* src) {
-  for (int kind = 0; kind < 2; ++kind)
-    for (int32_t l = 0; l < cfg_.n_layer; ++l, src += block_bytes_)
+  for (int32_t l = 0; l < cfg_.n_layer; ++l)
+    for (int kind = 0; kind < 2; ++kind, src += block_bytes_)
       std::memcpy(Row(static_cast<KvKind>(kind), l, block, 0), src, block_bytes_);
 }
 

@@ -52,7 +52,7 @@ class KvStore {
   void CopyBlock(int32_t src, int32_t dst);
   // Copies `n` tokens' rows of block src to block dst in every layer (partial copy-on-write).
   void CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens);
-  // Serialises block `block` (every layer, K then V) into block_bytes_all_layers() bytes at dst,
+  // Serialises block `block` ([layer][K, V] order) into block_bytes_all_layers() bytes at dst,
   // and back: the unit of swapping to host memory (and later of offload tiers).
   void ReadBlock(int32_t block, uint8_t* dst) const;
   void WriteBlock(int32_t block, const uint8_t* src);

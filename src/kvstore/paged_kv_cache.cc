@@ -11,7 +11,7 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
   kvmeta::BlockManagerConfig mc;
   mc.num_blocks = static_cast<int32_t>(cfg.store.num_blocks);
   mc.block_tokens = cfg.store.block_tokens;
-  mc.watermark = cfg.watermark;
+  mc.watermark = 0;
   KVF_ASSIGN_OR_RETURN(kvmeta::BlockManager mgr, kvmeta::BlockManager::Create(mc));
   return std::unique_ptr<PagedKvCache>(new PagedKvCache(std::move(mgr), std::move(store)));
 }
@@ -45,6 +45,7 @@ const std::vector<int32_t>& PagedKvCache::Table(int64_t seq) const {
 
 bool PagedKvCache::AddSequence(int64_t seq, int64_t n_tokens) {
   auto r = mgr_.Allocate(MakeSeqId(seq), n_tokens);
+  KVF_DCHECK(r.ok());  // a duplicate id or a negative count is a caller bug, not a shortage
   if (!r.ok() || !r->ok()) return false;
   Apply(*r);
   Refresh(seq);
@@ -53,6 +54,7 @@ bool PagedKvCache::AddSequence(int64_t seq, int64_t n_tokens) {
 
 bool PagedKvCache::AppendSlots(int64_t seq, int64_t n) {
   auto r = mgr_.AppendSlots(MakeSeqId(seq), n);
+  KVF_DCHECK(r.ok());  // an unknown id is a caller bug, not a shortage
   if (!r.ok() || !r->ok()) return false;
   Apply(*r);
   Refresh(seq);

@@ -21,8 +21,7 @@
 namespace kvforge::kvstore {
 
 struct PagedKvCacheConfig {
-  KvStoreConfig store;
-  double watermark = 0.0;  // fraction of blocks held back at admission (see BlockManager)
+  KvStoreConfig store;  // admission watermarks are the scheduler's business, not the cache's
 };
 
 class PagedKvCache final : public KvAccess {
@@ -46,7 +45,8 @@ class PagedKvCache final : public KvAccess {
   // Keeps the first n tokens of `seq`.
   Status Truncate(int64_t seq, int64_t n);
   void Free(int64_t seq);
-  // Blocks a new sequence / an append would take (for admission decisions).
+  // Blocks a new sequence of n tokens takes (appends: BlocksToGrow, which counts spare slots and
+  // copy-on-write).
   int64_t BlocksForTokens(int64_t n) const { return mgr_.BlocksForPrompt(n); }
   // Blocks needed so that `seq` holds `total` slots (a new sequence when unknown), incl. CoW.
   int64_t BlocksToGrow(int64_t seq, int64_t total) const;

@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include "gguf/gguf_reader.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
 
 namespace kvforge::tokenizer {
@@ -8,8 +9,11 @@ namespace kvforge::tokenizer {
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const gguf::GgufFile& file) {
   KVF_ASSIGN_OR_RETURN(Vocab v, Vocab::FromGguf(file));
   if (v.model == "llama") return std::unique_ptr<Tokenizer>(new SpmTokenizer(std::move(v)));
+  // Byte-level BPE, and Gemma 4's BPE over raw UTF-8.
+  if (v.model == "gpt2" || v.model == "gemma4") return BpeTokenizer::Create(std::move(v), file);
   return Status::Unimplemented(file.path() + ": tokenizer model '" + v.model +
-                               "' is not supported yet (supported: llama/SentencePiece)");
+                               "' is not supported (supported: llama/SentencePiece, gpt2 and "
+                               "gemma4/BPE; not bert/WordPiece, t5/Unigram, rwkv, plamo2)");
 }
 
 std::string Tokenizer::Decode(const std::vector<TokenId>& ids, bool render_special) const {

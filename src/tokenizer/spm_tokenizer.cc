@@ -1,6 +1,7 @@
 #include "tokenizer/spm_tokenizer.h"
 
 #include <queue>
+#include <unordered_map>
 
 namespace kvforge::tokenizer {
 namespace {
@@ -45,6 +46,18 @@ struct Bigram {
 
 }  // namespace
 
+SpmTokenizer::SpmTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)) {
+  split_words_ = true;
+  for (const std::string& t : vocab_.texts) {
+    for (size_t at = t.find(kSpace, 1); at != std::string::npos; at = t.find(kSpace, at + 1)) {
+      if (at < kSpace.size() || t.compare(at - kSpace.size(), kSpace.size(), kSpace) != 0) {
+        split_words_ = false;
+        return;
+      }
+    }
+  }
+}
+
 std::vector<TokenId> SpmTokenizer::Encode(std::string_view text, bool add_special,
                                           bool parse_special) const {
   std::vector<TokenId> out;
@@ -67,6 +80,33 @@ std::vector<TokenId> SpmTokenizer::Encode(std::string_view text, bool add_specia
 }
 
 void SpmTokenizer::EncodeFragment(std::string_view s, std::vector<TokenId>* out) const {
+  if (!split_words_) return EncodeWord(s, out);
+  // Words start at a U+2581 that follows something else; repeated words are encoded once.
+  std::unordered_map<std::string_view, std::pair<size_t, size_t>> seen;  // word -> span in *out
+  size_t begin = 0;
+  auto flush = [&](size_t end) {
+    if (end <= begin) return;
+    const std::string_view w = s.substr(begin, end - begin);
+    if (auto it = seen.find(w); it != seen.end()) {
+      const auto [at, n] = it->second;
+      for (size_t k = 0; k < n; ++k) out->push_back((*out)[at + k]);
+    } else {
+      const size_t at = out->size();
+      EncodeWord(w, out);
+      if (w.size() <= 64) seen.emplace(w, std::make_pair(at, out->size() - at));
+    }
+    begin = end;
+  };
+  for (size_t i = kSpace.size(); i + kSpace.size() <= s.size(); ++i) {
+    if (s.compare(i, kSpace.size(), kSpace) == 0 && s.compare(i - kSpace.size(), kSpace.size(), kSpace) != 0) {
+      flush(i);
+      i += kSpace.size() - 1;
+    }
+  }
+  flush(s.size());
+}
+
+void SpmTokenizer::EncodeWord(std::string_view s, std::vector<TokenId>* out) const {
   if (s.empty()) return;
   std::vector<Symbol> sym;
   sym.reserve(s.size());

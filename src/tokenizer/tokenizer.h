@@ -4,8 +4,8 @@
 // asks; parse_special matches control-token text (e.g. "<s>", "<|im_start|>") as those tokens,
 // while user-defined tokens are always matched. Decoding is per token (TokenToPiece, raw bytes)
 // or streamed through StreamDecoder, which never splits a UTF-8 character.
-// Implementations: SentencePiece-style (model "llama"); byte-level BPE ("gpt2") arrives with the
-// tokenizer issue and implements the same interface.
+// Implementations: SentencePiece-style (model "llama", spm_tokenizer.h) and byte-level BPE
+// ("gpt2", plus Gemma-4's "gemma4" BPE; bpe_tokenizer.h).
 // Thread-safety: immutable after creation; all methods const and thread-safe.
 #pragma once
 

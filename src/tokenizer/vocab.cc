@@ -9,7 +9,7 @@
 namespace kvforge::tokenizer {
 
 TokenId Vocab::Find(std::string_view text) const {
-  auto it = to_id.find(std::string(text));
+  auto it = to_id.find(text);
   return it == to_id.end() ? kNoToken : it->second;
 }
 

@@ -25,13 +25,19 @@ enum class TokenType : int32_t {
   kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
 };
 
+// Hash/equality that accept std::string_view, so lookups build no temporary std::string.
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 struct Vocab {
   std::string model;   // tokenizer.ggml.model: "llama" (SentencePiece), "gpt2" (byte-level BPE), ...
   std::string pre;     // tokenizer.ggml.pre (BPE pre-tokenizer family)
   std::vector<std::string> texts;
   std::vector<float> scores;
   std::vector<TokenType> types;
-  std::unordered_map<std::string, TokenId> to_id;
+  std::unordered_map<std::string, TokenId, TextHash, std::equal_to<>> to_id;
   std::vector<std::string> merges;  // BPE only: "left right", by rank
 
   TokenId bos = kNoToken, eos = kNoToken, unk = kNoToken, pad = kNoToken, eot = kNoToken;

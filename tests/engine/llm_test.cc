@@ -273,3 +273,25 @@ TEST(AsyncEngineTest, AbortFreesTheBlocks) {
 
 }  // namespace
 }  // namespace kvforge
+
+namespace kvforge {
+namespace {
+
+// The API shape users know from vLLM compiles and works as written in the README.
+TEST(LLMTest, ReadmeShapedApi) {
+  kvforge::LLM llm({.model = "", .max_model_len = 512, .kv_cache_memory_bytes = 64ull << 20,
+                    .max_num_batched_tokens = 256, .max_num_seqs = 8});
+  ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+  std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
+  auto outputs = llm.generate(prompts, kvforge::SamplingParams{.temperature = 0.8f, .max_tokens = 16});
+  ASSERT_TRUE(outputs.ok());
+  ASSERT_EQ(outputs->size(), 2u);
+  for (const auto& o : *outputs) {
+    EXPECT_TRUE(o.finished);
+    EXPECT_FALSE(o.outputs[0].token_ids.empty());
+    EXPECT_GE(o.metrics.e2e_ms, o.metrics.ttft_ms);
+  }
+}
+
+}  // namespace
+}  // namespace kvforge

@@ -44,6 +44,13 @@ inline __m256 Exp256(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
 }
 
+// Scalar float load that tolerates unaligned pointers (activation rows may be unaligned).
+inline float LoadF(const float* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+
 inline float LoadScalarW(WType w, const uint8_t* row, int64_t i) {
   switch (w) {
     case WType::kF32: {
@@ -97,7 +104,7 @@ inline void DotFloatTile(const uint8_t* row, const float* const* xs, int64_t col
   for (int t = 0; t < NT; ++t) out[t] = HSum(_mm256_add_ps(acc0[t], acc1[t]));
   for (; i < cols; ++i) {
     const float wv = LoadScalarW(W, row, i);
-    for (int t = 0; t < NT; ++t) out[t] += wv * xs[t][i];
+    for (int t = 0; t < NT; ++t) out[t] += wv * LoadF(xs[t] + i);
   }
 }
 
@@ -137,7 +144,7 @@ inline void DotFloatTile3x4(const uint8_t* r0, size_t row_bytes, const float* co
   for (; i < cols; ++i) {
     const float w[3] = {LoadScalarW(W, r0, i), LoadScalarW(W, r1, i), LoadScalarW(W, r2, i)};
     for (int r = 0; r < 3; ++r)
-      for (int t = 0; t < 4; ++t) out[r * 4 + t] += w[r] * xs[t][i];
+      for (int t = 0; t < 4; ++t) out[r * 4 + t] += w[r] * LoadF(xs[t] + i);
   }
 }
 

@@ -2,6 +2,7 @@
 // it is only called after dispatch.cc has checked the CPU supports those features.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -341,40 +342,101 @@ void SoftmaxAvx2(float* s, int64_t n) {
   for (; p < n; ++p) s[p] *= finv;
 }
 
+// o[0 .. 8*NREG) = sum_p w[p] * V[p][d0 ..]: the output chunk lives in registers across all
+// positions (walked block by block, no per-position division), each V row chunk is read once.
+template <int NREG>
+void AccumulateV(const KvPageView& v, size_t head_off, int64_t d0, int64_t n_kv, const float* w, float* o) {
+  __m256 acc[NREG];
+  for (int r = 0; r < NREG; ++r) acc[r] = _mm256_setzero_ps();
+  const int64_t bt = v.block_tokens;
+  for (int64_t p0 = 0; p0 < n_kv; p0 += bt) {
+    const uint8_t* row = v.base + static_cast<size_t>(v.block_table[p0 / bt]) * v.block_stride + head_off;
+    const int64_t cnt = std::min<int64_t>(bt, n_kv - p0);
+    for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) {
+      const __m256 vw = _mm256_set1_ps(w[p0 + j]);
+      for (int r = 0; r < NREG; ++r) acc[r] = _mm256_fmadd_ps(vw, LoadKv8(row, d0 + 8 * r, v.is_f16), acc[r]);
+    }
+  }
+  for (int r = 0; r < NREG; ++r) _mm256_storeu_ps(o + d0 + 8 * r, acc[r]);
+}
+
+void AccumulateVChunk(int nreg, const KvPageView& v, size_t head_off, int64_t d0, int64_t n_kv, const float* w,
+                      float* o) {
+  switch (nreg) {
+    case 1: return AccumulateV<1>(v, head_off, d0, n_kv, w, o);
+    case 2: return AccumulateV<2>(v, head_off, d0, n_kv, w, o);
+    case 3: return AccumulateV<3>(v, head_off, d0, n_kv, w, o);
+    case 4: return AccumulateV<4>(v, head_off, d0, n_kv, w, o);
+    case 5: return AccumulateV<5>(v, head_off, d0, n_kv, w, o);
+    case 6: return AccumulateV<6>(v, head_off, d0, n_kv, w, o);
+    case 7: return AccumulateV<7>(v, head_off, d0, n_kv, w, o);
+    default: return AccumulateV<8>(v, head_off, d0, n_kv, w, o);
+  }
+}
+
+// Dot products of q with the first hd8 elements of 4 K rows at once (independent FMA chains).
+inline void Dot4(const float* q, const uint8_t* k0, size_t stride, int64_t hd8, bool f16, float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t d = 0; d < hd8; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    a0 = _mm256_fmadd_ps(qv, LoadKv8(k0, d, f16), a0);
+    a1 = _mm256_fmadd_ps(qv, LoadKv8(k0 + stride, d, f16), a1);
+    a2 = _mm256_fmadd_ps(qv, LoadKv8(k0 + 2 * stride, d, f16), a2);
+    a3 = _mm256_fmadd_ps(qv, LoadKv8(k0 + 3 * stride, d, f16), a3);
+  }
+  out[0] = HSum(a0);
+  out[1] = HSum(a1);
+  out[2] = HSum(a2);
+  out[3] = HSum(a3);
+}
+
 void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
   const int32_t group = a.n_head / a.n_kv_head;
   const int64_t hd = a.head_dim;
   const int64_t hd8 = hd / 8 * 8;
+  const int64_t bt = a.k.block_tokens;
   for (int64_t i = 0; i < a.n_q; ++i) {
     const int64_t n_kv = a.pos0 + i + 1;
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
       const float* q0 = a.q + i * a.q_stride + static_cast<int64_t>(kvh) * group * hd;
-      // Scores for every query head of the group; each K row is read once for the whole group.
-      for (int64_t p = 0; p < n_kv; ++p) {
-        const uint8_t* krow = a.k.Token(p) + static_cast<size_t>(kvh) * a.k.head_stride;
+      const size_t k_off = static_cast<size_t>(kvh) * a.k.head_stride;
+      // Scores, block by block; each K row chunk stays in cache for the whole query group.
+      for (int64_t p0 = 0; p0 < n_kv; p0 += bt) {
+        const uint8_t* kb = a.k.base + static_cast<size_t>(a.k.block_table[p0 / bt]) * a.k.block_stride + k_off;
+        const int64_t cnt = std::min<int64_t>(bt, n_kv - p0);
         for (int32_t g = 0; g < group; ++g) {
           const float* q = q0 + g * hd;
-          __m256 acc = _mm256_setzero_ps();
-          for (int64_t d = 0; d < hd8; d += 8)
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadKv8(krow, d, a.k.is_f16), acc);
-          float dot = HSum(acc);
-          for (int64_t d = hd8; d < hd; ++d) dot += q[d] * KvAt(krow, d, a.k.is_f16);
-          scratch[g * n_kv + p] = dot * a.scale;
+          float* s = scratch + g * n_kv + p0;
+          int64_t j = 0;
+          for (; j + 4 <= cnt; j += 4) Dot4(q, kb + j * a.k.token_stride, a.k.token_stride, hd8, a.k.is_f16, s + j);
+          for (; j < cnt; ++j) {
+            const uint8_t* krow = kb + j * a.k.token_stride;
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t d = 0; d < hd8; d += 8)
+              acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadKv8(krow, d, a.k.is_f16), acc);
+            s[j] = HSum(acc);
+          }
+          if (hd8 < hd) {
+            for (j = 0; j < cnt; ++j) {
+              const uint8_t* krow = kb + j * a.k.token_stride;
+              for (int64_t d = hd8; d < hd; ++d) s[j] += q[d] * KvAt(krow, d, a.k.is_f16);
+            }
+          }
+          for (j = 0; j < cnt; ++j) s[j] *= a.scale;
         }
       }
       for (int32_t g = 0; g < group; ++g) SoftmaxAvx2(scratch + g * n_kv, n_kv);
       float* o0 = a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;
-      for (int32_t g = 0; g < group; ++g)
-        for (int64_t d = 0; d < hd; ++d) o0[g * hd + d] = 0;
-      for (int64_t p = 0; p < n_kv; ++p) {
-        const uint8_t* vrow = a.v.Token(p) + static_cast<size_t>(kvh) * a.v.head_stride;
-        for (int32_t g = 0; g < group; ++g) {
-          float* o = o0 + g * hd;
-          const float w = scratch[g * n_kv + p];
-          const __m256 vw = _mm256_set1_ps(w);
-          for (int64_t d = 0; d < hd8; d += 8)
-            _mm256_storeu_ps(o + d, _mm256_fmadd_ps(vw, LoadKv8(vrow, d, a.v.is_f16), _mm256_loadu_ps(o + d)));
-          for (int64_t d = hd8; d < hd; ++d) o[d] += w * KvAt(vrow, d, a.v.is_f16);
+      const size_t v_off = static_cast<size_t>(kvh) * a.v.head_stride;
+      for (int32_t g = 0; g < group; ++g) {
+        float* o = o0 + g * hd;
+        const float* w = scratch + g * n_kv;
+        for (int64_t d0 = 0; d0 < hd8; d0 += 64)
+          AccumulateVChunk(static_cast<int>(std::min<int64_t>(8, (hd8 - d0) / 8)), a.v, v_off, d0, n_kv, w, o);
+        for (int64_t d = hd8; d < hd; ++d) {
+          float acc = 0;
+          for (int64_t p = 0; p < n_kv; ++p) acc += w[p] * KvAt(a.v.Token(p) + v_off, d, a.v.is_f16);
+          o[d] = acc;
         }
       }
     }

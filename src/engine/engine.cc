@@ -9,6 +9,7 @@
 
 #include "assets/default_model.h"
 #include "engine/kv_budget.h"
+#include "engine/stop_checker.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
@@ -164,24 +165,6 @@ Result<std::vector<float>> Engine::LogitsFor(const std::vector<int32_t>& tokens)
   return logits;
 }
 
-namespace {
-
-// Longest suffix of `text` that is a proper prefix of some stop string: text that must be held
-// back while streaming because the next token might complete a stop string.
-size_t StopHoldback(const std::string& text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const auto& s : stops) {
-    for (size_t k = std::min(s.size() - 1, text.size()); k > hold; --k) {
-      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
-        hold = k;
-        break;
-      }
-    }
-  }
-  return hold;
-}
-
-}  // namespace
 
 Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
                                           const TokenCallback& on_token) {
@@ -211,9 +194,8 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, co
   r.prefill_tokens_per_s = prompt.size() / std::max(1e-9, r.prefill_ms / 1000.0);
 
   sampling::Sampler sampler(params);
-  tokenizer::StreamDecoder decoder(*im.tok);
+  engine::StopChecker stop(*im.tok, params.stop);
   std::vector<int32_t> history = prompt;
-  size_t emitted = 0;
   auto last = Clock::now();
   Clock::time_point first_token_time;
   bool stopped = false;
@@ -239,27 +221,14 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, co
     r.tokens.push_back(tok);
     if (params.logprobs > 0) r.logprobs.push_back(sampling::Sampler::LogProb(raw.data(), n_vocab, tok, nullptr, 0));
     history.push_back(tok);
-    r.text += decoder.Push(tok);
-    // Stop strings: cut the text at the first occurrence.
+    // Text safe to stream: complete UTF-8, nothing that could begin a stop string, cut at a stop.
     bool hit = false;
-    for (const auto& s : params.stop) {
-      const size_t from = r.text.size() > emitted + s.size() ? emitted : 0;
-      const size_t at = r.text.find(s, from > s.size() ? from - s.size() : 0);
-      if (at != std::string::npos) {
-        r.text.resize(at);
-        hit = true;
-      }
+    const std::string piece = stop.Push(tok, &hit);
+    if (on_token && !piece.empty() && !on_token(tok, piece)) {
+      r.finish = FinishReason::kCancelled;
+      stopped = true;
+      break;
     }
-    const size_t safe = hit ? r.text.size() : r.text.size() - StopHoldback(r.text, params.stop);
-    if (on_token && safe > emitted) {
-      if (!on_token(tok, r.text.substr(emitted, safe - emitted))) {
-        emitted = safe;
-        r.finish = FinishReason::kCancelled;
-        stopped = true;
-        break;
-      }
-    }
-    if (safe > emitted) emitted = safe;
     if (hit) {
       r.finish = FinishReason::kStop;
       stopped = true;
@@ -276,9 +245,10 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, co
   }
   if (!stopped) r.finish = FinishReason::kLength;
   if (r.finish != FinishReason::kStop && r.finish != FinishReason::kCancelled) {
-    r.text += decoder.Finish();
-    if (on_token && r.text.size() > emitted) on_token(-1, r.text.substr(emitted));
+    const std::string rest = stop.Flush();
+    if (on_token && !rest.empty()) on_token(-1, rest);
   }
+  r.text = stop.text();
   if (!r.tokens.empty()) {
     r.decode_ms = std::chrono::duration<double, std::milli>(last - first_token_time).count();
     if (r.tokens.size() > 1 && r.decode_ms > 0) r.decode_tokens_per_s = (r.tokens.size() - 1) / (r.decode_ms / 1000.0);

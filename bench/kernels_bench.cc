@@ -29,20 +29,24 @@ void BM_MatMul(benchmark::State& state, const char* table_name, WType w) {
   const auto dt = static_cast<kvforge::tensor::DType>(w);
   const size_t rb = *kvforge::tensor::RowBytes(dt, cols);
   std::vector<uint8_t> wq(rb * rows);
-  for (int64_t r = 0; r < rows; ++r) (void)kvforge::tensor::QuantizeRow(dt, wf.data() + r * cols, wq.data() + r * rb, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    (void)kvforge::tensor::QuantizeRow(dt, wf.data() + r * cols, wq.data() + r * rb, cols);
   const size_t xr = kvforge::kernels::PreparedRowBytes(w, cols);
   std::vector<uint8_t> xp(xr * n_tok);
-  for (int64_t t = 0; t < n_tok; ++t) table->prepare_act(w, x.data() + t * cols, xp.data() + t * xr, cols);
+  for (int64_t t = 0; t < n_tok; ++t)
+    table->prepare_act(w, x.data() + t * cols, xp.data() + t * xr, cols);
   std::vector<float> y(static_cast<size_t>(n_tok * rows));
   for (auto _ : state) {
     table->matmul_rows(w, wq.data(), rb, cols, xp.data(), n_tok, y.data(), rows, 0, rows);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(rb * rows));
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tok * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(rb * rows));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tok * state.iterations(),
+                                                benchmark::Counter::kIsRate);
 }
 
-#define KVF_MATMUL_BENCH(table, wt)                                                 \
+#define KVF_MATMUL_BENCH(table, wt) \
   BENCHMARK_CAPTURE(BM_MatMul, table##_##wt, #table, WType::k##wt)->Arg(1)->Arg(32)
 
 KVF_MATMUL_BENCH(ref, F32);

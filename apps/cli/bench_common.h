@@ -32,11 +32,12 @@ class ProgressBar {
 
 struct PlotRow {
   std::string label;
-  double throughput;  // tokens/s
+  double throughput;                            // tokens/s
   double ttft_p50, ttft_p99, itl_p50, itl_p99;  // ms
 };
 // Two panels (throughput; latency percentiles) as PNG or SVG by the file's extension, via gnuplot.
-Status PlotBars(const std::string& path, const std::string& title, const std::vector<PlotRow>& rows);
+Status PlotBars(const std::string& path, const std::string& title,
+                const std::vector<PlotRow>& rows);
 
 int LatencyMain(const Args& args);  // bench_latency.cc
 int BatchedMain(const Args& args);  // bench_latency.cc

@@ -33,10 +33,12 @@ double TriadGBps(kernels::ThreadPool& pool) {
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = Clock::now();
     pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t s, int64_t e, int) {
-      for (int64_t i = s; i < e; ++i) a[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] + 3.0 * c[static_cast<size_t>(i)];
+      for (int64_t i = s; i < e; ++i)
+        a[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] + 3.0 * c[static_cast<size_t>(i)];
     });
     const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, 3.0 * 8.0 * static_cast<double>(n) / sec / 1e9);  // STREAM counts 24 bytes
+    best =
+        std::max(best, 3.0 * 8.0 * static_cast<double>(n) / sec / 1e9);  // STREAM counts 24 bytes
   }
   return best;
 }
@@ -47,7 +49,8 @@ int LatencyMain(const Args& args) {
   std::string model;
   int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 3, threads = 0, block = 16, seed = 1;
   bool json = false, kv_f32 = false, no_bandwidth = false;
-  FlagParser p("bench latency", "llama-bench style prompt processing (pp) and generation (tg) speed.");
+  FlagParser p("bench latency",
+               "llama-bench style prompt processing (pp) and generation (tg) speed.");
   p.AddString("model", &model, "GGUF model (default: the embedded model)");
   p.AddInt("n-prompt", &n_prompt, "pp test prompt tokens (0 = skip), llama-bench -p");
   p.AddInt("n-gen", &n_gen, "tg test generated tokens (0 = skip), llama-bench -n");
@@ -64,9 +67,10 @@ int LatencyMain(const Args& args) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
-  auto m = model.empty() ? model::Model::LoadFromMemory(assets::DefaultModelData(), assets::DefaultModelSize(),
-                                                        assets::kDefaultModelName)
-                         : model::Model::Load(model);
+  auto m = model.empty()
+               ? model::Model::LoadFromMemory(assets::DefaultModelData(),
+                                              assets::DefaultModelSize(), assets::kDefaultModelName)
+               : model::Model::Load(model);
   if (!m.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
     return 1;
@@ -74,8 +78,9 @@ int LatencyMain(const Args& args) {
   const model::ModelConfig& c = (*m)->config();
   const int64_t total = depth + std::max(n_prompt, n_gen);
   kvstore::PagedKvCacheConfig kc;
-  kc.store = {static_cast<int32_t>(c.n_layer), static_cast<int32_t>(c.n_head_kv), static_cast<int32_t>(c.head_dim),
-              static_cast<int32_t>(block), (total + block - 1) / block, !kv_f32};
+  kc.store = {static_cast<int32_t>(c.n_layer),  static_cast<int32_t>(c.n_head_kv),
+              static_cast<int32_t>(c.head_dim), static_cast<int32_t>(block),
+              (total + block - 1) / block,      !kv_f32};
   auto cache = kvstore::PagedKvCache::Create(kc);
   if (!cache.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
@@ -95,7 +100,8 @@ int LatencyMain(const Args& args) {
   auto fill_depth = [&]() -> Status {
     (*cache)->Free(0);
     if (!(*cache)->AddSequence(0, total)) return Status::ResourceExhausted("cache");
-    for (int64_t b = 0; b < depth; b += 512) KVF_RETURN_IF_ERROR(forward(b, std::min<int64_t>(512, depth - b)));
+    for (int64_t b = 0; b < depth; b += 512)
+      KVF_RETURN_IF_ERROR(forward(b, std::min<int64_t>(512, depth - b)));
     return Status::Ok();
   };
   struct Test {
@@ -112,7 +118,8 @@ int LatencyMain(const Args& args) {
       st = fill_depth();
       const auto t0 = Clock::now();
       if (st.ok()) st = forward(depth, n_prompt);
-      t.tps.push_back(static_cast<double>(n_prompt) / std::chrono::duration<double>(Clock::now() - t0).count());
+      t.tps.push_back(static_cast<double>(n_prompt) /
+                      std::chrono::duration<double>(Clock::now() - t0).count());
     }
     tests.push_back(t);
   }
@@ -122,7 +129,8 @@ int LatencyMain(const Args& args) {
       st = fill_depth();
       const auto t0 = Clock::now();
       for (int64_t i = 0; i < n_gen && st.ok(); ++i) st = forward(depth + i, 1);
-      t.tps.push_back(static_cast<double>(n_gen) / std::chrono::duration<double>(Clock::now() - t0).count());
+      t.tps.push_back(static_cast<double>(n_gen) /
+                      std::chrono::duration<double>(Clock::now() - t0).count());
     }
     tests.push_back(t);
   }
@@ -140,24 +148,33 @@ int LatencyMain(const Args& args) {
     for (double v : tests[i].tps) mean += v;
     mean /= static_cast<double>(tests[i].tps.size());
     for (double v : tests[i].tps) var += (v - mean) * (v - mean);
-    const double sd = tests[i].tps.size() > 1 ? std::sqrt(var / static_cast<double>(tests[i].tps.size() - 1)) : 0;
-    out += base::StrFormat("%s{\"name\":\"%s\",\"depth\":%lld,\"tokens_per_s\":%.3f,\"stddev\":%.3f}", i ? "," : "",
-                           tests[i].name.c_str(), (long long)depth, mean, sd);
+    const double sd =
+        tests[i].tps.size() > 1 ? std::sqrt(var / static_cast<double>(tests[i].tps.size() - 1)) : 0;
+    out +=
+        base::StrFormat("%s{\"name\":\"%s\",\"depth\":%lld,\"tokens_per_s\":%.3f,\"stddev\":%.3f}",
+                        i ? "," : "", tests[i].name.c_str(), (long long)depth, mean, sd);
     if (tests[i].name[0] == 't' && bw > 0) {
-      const double bytes = static_cast<double>((*m)->weights().matrix_bytes) +
-                           kv_per_token * (static_cast<double>(depth) + static_cast<double>(n_gen) / 2);
+      const double bytes =
+          static_cast<double>((*m)->weights().matrix_bytes) +
+          kv_per_token * (static_cast<double>(depth) + static_cast<double>(n_gen) / 2);
       roofline = bytes * mean / (bw * 1e9);
     }
     if (!json)
-      std::printf("%-8s depth %-6lld %10.2f +- %.2f tokens/s\n", tests[i].name.c_str(), (long long)depth, mean, sd);
+      std::printf("%-8s depth %-6lld %10.2f +- %.2f tokens/s\n", tests[i].name.c_str(),
+                  (long long)depth, mean, sd);
   }
-  out += base::StrFormat("],\"bandwidth_gb_per_s\":%.3f,\"roofline_fraction\":%.4f,\"threads\":%d}", bw, roofline,
-                         pool.num_threads());
-  if (json) std::printf("%s\n", out.c_str());
+  out += base::StrFormat("],\"bandwidth_gb_per_s\":%.3f,\"roofline_fraction\":%.4f,\"threads\":%d}",
+                         bw, roofline, pool.num_threads());
+  if (json)
+    std::printf("%s\n", out.c_str());
   else if (bw > 0)
-    std::printf("memory bandwidth (STREAM triad) %.2f GB/s; tg reads %.1f MB/token -> roofline fraction %.2f\n", bw,
-                (static_cast<double>((*m)->weights().matrix_bytes) + kv_per_token * (depth + n_gen / 2.0)) / 1e6,
-                roofline);
+    std::printf(
+        "memory bandwidth (STREAM triad) %.2f GB/s; tg reads %.1f MB/token -> roofline fraction "
+        "%.2f\n",
+        bw,
+        (static_cast<double>((*m)->weights().matrix_bytes) + kv_per_token * (depth + n_gen / 2.0)) /
+            1e6,
+        roofline);
   return 0;
 }
 
@@ -197,9 +214,10 @@ int BatchedMain(const Args& args) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
-  auto m = model.empty() ? model::Model::LoadFromMemory(assets::DefaultModelData(), assets::DefaultModelSize(),
-                                                        assets::kDefaultModelName)
-                         : model::Model::Load(model);
+  auto m = model.empty()
+               ? model::Model::LoadFromMemory(assets::DefaultModelData(),
+                                              assets::DefaultModelSize(), assets::kDefaultModelName)
+               : model::Model::Load(model);
   if (!m.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
     return 1;
@@ -215,8 +233,12 @@ int BatchedMain(const Args& args) {
     const int64_t B = bs[bi];
     const int64_t per_seq_blocks = (n_prompt + n_gen + block - 1) / block;
     kvstore::PagedKvCacheConfig kc;
-    kc.store = {static_cast<int32_t>(c.n_layer), static_cast<int32_t>(c.n_head_kv), static_cast<int32_t>(c.head_dim),
-                static_cast<int32_t>(block), per_seq_blocks * B, !kv_f32};
+    kc.store = {static_cast<int32_t>(c.n_layer),
+                static_cast<int32_t>(c.n_head_kv),
+                static_cast<int32_t>(c.head_dim),
+                static_cast<int32_t>(block),
+                per_seq_blocks * B,
+                !kv_f32};
     auto cache = kvstore::PagedKvCache::Create(kc);
     if (!cache.ok()) {
       std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
@@ -227,7 +249,8 @@ int BatchedMain(const Args& args) {
     for (int64_t s = 0; s < B && st.ok(); ++s) {
       (void)(*cache)->AddSequence(s, n_prompt + n_gen);
       model::Batch b;
-      for (int64_t i = 0; i < n_prompt; ++i) b.tokens.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab)));
+      for (int64_t i = 0; i < n_prompt; ++i)
+        b.tokens.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab)));
       b.seqs.push_back({s, 0, 0, n_prompt, false, true});
       st = (*m)->Forward(b, **cache, ws, pool, &logits);
     }
@@ -246,10 +269,14 @@ int BatchedMain(const Args& args) {
       std::fprintf(stderr, "kvforge: %s\n", st.message().c_str());
       return 1;
     }
-    const double s_pp = static_cast<double>(B * n_prompt) / pp_s, s_tg = static_cast<double>(B * n_gen) / tg_s;
-    out += base::StrFormat("%s{\"batch\":%lld,\"n_prompt\":%lld,\"n_gen\":%lld,\"s_pp\":%.2f,\"s_tg\":%.2f}", bi ? "," : "",
-                           (long long)B, (long long)n_prompt, (long long)n_gen, s_pp, s_tg);
-    if (!json) std::printf("%6lld %8lld %8lld %12.2f %12.2f\n", (long long)B, (long long)n_prompt, (long long)n_gen, s_pp, s_tg);
+    const double s_pp = static_cast<double>(B * n_prompt) / pp_s,
+                 s_tg = static_cast<double>(B * n_gen) / tg_s;
+    out += base::StrFormat(
+        "%s{\"batch\":%lld,\"n_prompt\":%lld,\"n_gen\":%lld,\"s_pp\":%.2f,\"s_tg\":%.2f}",
+        bi ? "," : "", (long long)B, (long long)n_prompt, (long long)n_gen, s_pp, s_tg);
+    if (!json)
+      std::printf("%6lld %8lld %8lld %12.2f %12.2f\n", (long long)B, (long long)n_prompt,
+                  (long long)n_gen, s_pp, s_tg);
   }
   out += base::StrFormat("],\"threads\":%d}", pool.num_threads());
   if (json) std::printf("%s\n", out.c_str());

@@ -35,9 +35,12 @@ Result<MemResult> Run(const LLMConfig& cfg, const std::vector<std::vector<int32_
   MemResult r;
   for (size_t i = 0; i < prompts.size(); ++i) {
     sp.max_tokens = out_lens[i];
-    auto id = core->AddRequest(prompts[i], sp, [&](const RequestOutput& o) {
-      if (o.finished) r.preemptions += o.metrics.num_preemptions;
-    }, 0);
+    auto id = core->AddRequest(
+        prompts[i], sp,
+        [&](const RequestOutput& o) {
+          if (o.finished) r.preemptions += o.metrics.num_preemptions;
+        },
+        0);
     if (!id.ok()) return id.error();
   }
   while (core->HasWork()) KVF_RETURN_IF_ERROR(core->Step());
@@ -54,13 +57,15 @@ int MemoryMain(const Args& args) {
   std::string model, kv_mem = "0";
   int64_t num_prompts = 32, n = 4, beam = 4, seed = 1, threads = 0, max_len = 1024, block = 16;
   bool json = false;
-  FlagParser p("bench memory", "KV memory utilization (paged vs contiguous) and savings from block sharing\n"
-                               "(parallel sampling, beam search). Greedy/seeded, deterministic workloads.");
+  FlagParser p("bench memory",
+               "KV memory utilization (paged vs contiguous) and savings from block sharing\n"
+               "(parallel sampling, beam search). Greedy/seeded, deterministic workloads.");
   p.AddString("model", &model, "GGUF model (default: the embedded model)");
   p.AddInt("num-prompts", &num_prompts, "requests per experiment");
   p.AddInt("n", &n, "parallel samples per prompt for the sharing experiment");
   p.AddInt("beam-width", &beam, "beams for the beam-search experiment");
-  p.AddInt("max-model-len", &max_len, "context length (the contiguous baseline reserves this per sequence)");
+  p.AddInt("max-model-len", &max_len,
+           "context length (the contiguous baseline reserves this per sequence)");
   p.AddInt("block-size", &block, "KV block tokens");
   p.AddString("kv-cache-memory", &kv_mem, "KV budget (0 = 16 full contexts)");
   p.AddInt("seed", &seed, "workload seed");
@@ -74,7 +79,8 @@ int MemoryMain(const Args& args) {
   cfg.block_size = static_cast<int32_t>(block);
   cfg.max_num_seqs = 64;
   uint64_t budget = 0;
-  if (!base::ParseByteSize(kv_mem, &budget) || num_prompts <= 0 || n <= 0 || beam <= 1 || max_len <= 32 || block <= 0) {
+  if (!base::ParseByteSize(kv_mem, &budget) || num_prompts <= 0 || n <= 0 || beam <= 1 ||
+      max_len <= 32 || block <= 0) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
@@ -95,7 +101,8 @@ int MemoryMain(const Args& args) {
     const int64_t ol = std::clamp<int64_t>(static_cast<int64_t>(out_d(rng)), 8, max_len / 2 - 8);
     std::vector<int32_t> pr(static_cast<size_t>(il));
     pr[0] = 1;
-    for (size_t k = 1; k < pr.size(); ++k) pr[k] = static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(vocab - 3));
+    for (size_t k = 1; k < pr.size(); ++k)
+      pr[k] = static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(vocab - 3));
     prompts.push_back(std::move(pr));
     outs.push_back(static_cast<int32_t>(ol));
   }
@@ -122,22 +129,30 @@ int MemoryMain(const Args& args) {
     }
   }
   if (json) {
-    std::printf("{\"utilization_paged\":%.4f,\"utilization_contiguous\":%.4f,\"parallel_sampling_n\":%lld,"
-                "\"parallel_sampling_saving\":%.4f,\"beam_width\":%lld,\"beam_search_saving\":%.4f,"
-                "\"peak_blocks_parallel\":%lld,\"peak_unshared_blocks_parallel\":%lld,\"peak_blocks_beam\":%lld,"
-                "\"peak_unshared_blocks_beam\":%lld,\"preemptions_contiguous\":%lld}\n",
-                paged->utilization, contiguous->utilization, (long long)n, sharing->sharing_saving, (long long)beam,
-                beams->sharing_saving, (long long)sharing->peak_blocks, (long long)sharing->peak_unshared,
-                (long long)beams->peak_blocks, (long long)beams->peak_unshared, (long long)contiguous->preemptions);
+    std::printf(
+        "{\"utilization_paged\":%.4f,\"utilization_contiguous\":%.4f,\"parallel_sampling_n\":%lld,"
+        "\"parallel_sampling_saving\":%.4f,\"beam_width\":%lld,\"beam_search_saving\":%.4f,"
+        "\"peak_blocks_parallel\":%lld,\"peak_unshared_blocks_parallel\":%lld,\"peak_blocks_beam\":"
+        "%lld,"
+        "\"peak_unshared_blocks_beam\":%lld,\"preemptions_contiguous\":%lld}\n",
+        paged->utilization, contiguous->utilization, (long long)n, sharing->sharing_saving,
+        (long long)beam, beams->sharing_saving, (long long)sharing->peak_blocks,
+        (long long)sharing->peak_unshared, (long long)beams->peak_blocks,
+        (long long)beams->peak_unshared, (long long)contiguous->preemptions);
   } else {
-    std::printf("KV slots holding live tokens: paged %.1f%%, contiguous (max-length reservation) %.1f%%\n",
-                100 * paged->utilization, 100 * contiguous->utilization);
-    std::printf("parallel sampling n=%lld: blocks shared save %.1f%% vs private copies (peak %lld vs %lld blocks)\n",
-                (long long)n, 100 * sharing->sharing_saving, (long long)sharing->peak_blocks,
-                (long long)sharing->peak_unshared);
-    std::printf("beam search width %lld: blocks shared save %.1f%% vs private copies (peak %lld vs %lld blocks)\n",
-                (long long)beam, 100 * beams->sharing_saving, (long long)beams->peak_blocks,
-                (long long)beams->peak_unshared);
+    std::printf(
+        "KV slots holding live tokens: paged %.1f%%, contiguous (max-length reservation) %.1f%%\n",
+        100 * paged->utilization, 100 * contiguous->utilization);
+    std::printf(
+        "parallel sampling n=%lld: blocks shared save %.1f%% vs private copies (peak %lld vs %lld "
+        "blocks)\n",
+        (long long)n, 100 * sharing->sharing_saving, (long long)sharing->peak_blocks,
+        (long long)sharing->peak_unshared);
+    std::printf(
+        "beam search width %lld: blocks shared save %.1f%% vs private copies (peak %lld vs %lld "
+        "blocks)\n",
+        (long long)beam, 100 * beams->sharing_saving, (long long)beams->peak_blocks,
+        (long long)beams->peak_unshared);
   }
   return 0;
 }

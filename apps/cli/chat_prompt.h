@@ -13,6 +13,7 @@ extern const char kDefaultChatTemplate[];
 // Renders [system?, user] with `template_source` (empty: kDefaultChatTemplate), adding the
 // generation prompt. bos/eos are the vocabulary's token texts.
 Result<std::string> RenderChatPrompt(const std::string& template_source, const std::string& system,
-                                     const std::string& user, const std::string& bos, const std::string& eos);
+                                     const std::string& user, const std::string& bos,
+                                     const std::string& eos);
 
 }  // namespace kvforge::cli

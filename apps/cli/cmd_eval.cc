@@ -16,9 +16,11 @@ int PplMain(const Args& args) {
   std::string model, text_path;
   int64_t ctx = 512, chunks = -1, threads = 0;
   bool json = false, kv_f32 = false;
-  FlagParser p("eval ppl", "Perplexity as llama-perplexity computes it: the text tokenized once (with BOS),\n"
-                           "split into chunks of --ctx tokens, each chunk's first token replaced by BOS, the\n"
-                           "second half of each chunk scored. Prints the running value per chunk and the final PPL.");
+  FlagParser p(
+      "eval ppl",
+      "Perplexity as llama-perplexity computes it: the text tokenized once (with BOS),\n"
+      "split into chunks of --ctx tokens, each chunk's first token replaced by BOS, the\n"
+      "second half of each chunk scored. Prints the running value per chunk and the final PPL.");
   p.AddString("model", &model, "GGUF model path (default: the embedded model)");
   p.AddString("text", &text_path, "UTF-8 text file");
   p.AddInt("ctx", &ctx, "tokens per chunk");
@@ -53,8 +55,10 @@ int PplMain(const Args& args) {
   po.ctx = ctx;
   po.max_chunks = chunks;
   po.progress = [&](int64_t c, int64_t n, double ppl) {
-    if (json) std::fprintf(stderr, "\r[%lld/%lld] ppl %.4f", (long long)c, (long long)n, ppl);
-    else std::printf("[%lld/%lld] %.4f\n", (long long)c, (long long)n, ppl);
+    if (json)
+      std::fprintf(stderr, "\r[%lld/%lld] ppl %.4f", (long long)c, (long long)n, ppl);
+    else
+      std::printf("[%lld/%lld] %.4f\n", (long long)c, (long long)n, ppl);
     std::fflush(stdout);
   };
   auto r = (*engine)->Perplexity(ss.str(), po);
@@ -64,11 +68,13 @@ int PplMain(const Args& args) {
     return 1;
   }
   if (json) {
-    std::printf("{\"ppl\":%.6f,\"stderr\":%.6f,\"chunks\":%lld,\"tokens_scored\":%lld,\"ctx\":%lld}\n", r->ppl,
-                r->stderr_ppl, (long long)r->chunks, (long long)r->tokens_scored, (long long)ctx);
+    std::printf(
+        "{\"ppl\":%.6f,\"stderr\":%.6f,\"chunks\":%lld,\"tokens_scored\":%lld,\"ctx\":%lld}\n",
+        r->ppl, r->stderr_ppl, (long long)r->chunks, (long long)r->tokens_scored, (long long)ctx);
   } else {
-    std::printf("Final estimate: PPL = %.4f +/- %.5f (%lld chunks of %lld tokens, %lld tokens scored)\n", r->ppl,
-                r->stderr_ppl, (long long)r->chunks, (long long)ctx, (long long)r->tokens_scored);
+    std::printf(
+        "Final estimate: PPL = %.4f +/- %.5f (%lld chunks of %lld tokens, %lld tokens scored)\n",
+        r->ppl, r->stderr_ppl, (long long)r->chunks, (long long)ctx, (long long)r->tokens_scored);
   }
   return 0;
 }
@@ -77,7 +83,8 @@ int PplMain(const Args& args) {
 
 int EvalMain(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs("usage: kvforge eval ppl [flags]   (kvforge eval ppl --help)\n", args.empty() ? stderr : stdout);
+    std::fputs("usage: kvforge eval ppl [flags]   (kvforge eval ppl --help)\n",
+               args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "ppl") return PplMain(Args(args.begin() + 1, args.end()));

@@ -14,8 +14,9 @@ namespace kvforge::cli {
 int InfoMain(const Args& args) {
   std::string model;
   bool json = false;
-  FlagParser p("info", "Prints a GGUF model's architecture, sizes, weight types, context length,\n"
-                       "parameter count and KV-cache bytes per token.");
+  FlagParser p("info",
+               "Prints a GGUF model's architecture, sizes, weight types, context length,\n"
+               "parameter count and KV-cache bytes per token.");
   p.AddString("model", &model, "GGUF model path (default: the embedded model)");
   p.AddBool("json", &json, "print a JSON object");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
@@ -44,40 +45,49 @@ int InfoMain(const Args& args) {
   if (json) {
     std::string dt;
     for (const auto& [name, e] : dtypes)
-      dt += base::StrFormat("%s\"%s\":{\"tensors\":%d,\"bytes\":%llu}", dt.empty() ? "" : ",", name.c_str(), e.first,
-                            (unsigned long long)e.second);
-    std::printf("{\"architecture\":%s,\"name\":%s,\"n_vocab\":%lld,\"n_embd\":%lld,\"n_layer\":%lld,"
-                "\"n_head\":%lld,\"n_head_kv\":%lld,\"head_dim\":%lld,\"n_ff\":%lld,\"context_length\":%lld,"
-                "\"rope_dim\":%lld,\"rope_freq_base\":%g,\"rope_freq_scale\":%g,\"rope_neox\":%s,"
-                "\"rms_eps\":%g,\"tied_output\":%s,\"n_params\":%llu,\"weight_bytes\":%llu,"
-                "\"tokenizer\":%s,\"bos\":%d,\"eos\":%d,\"kv_bytes_per_token_f16\":%llu,"
-                "\"kv_bytes_per_token_f32\":%llu,\"dtypes\":{%s}}\n",
-                base::JsonQuote(i.architecture).c_str(), base::JsonQuote(i.name).c_str(), (long long)i.n_vocab,
-                (long long)i.n_embd, (long long)i.n_layer, (long long)i.n_head, (long long)i.n_head_kv,
-                (long long)i.head_dim, (long long)i.n_ff, (long long)i.n_ctx_train, (long long)i.rope_dim,
-                i.rope_freq_base, i.rope_freq_scale, i.rope_neox ? "true" : "false", i.rms_eps,
-                i.tied_output ? "true" : "false", (unsigned long long)i.n_params, (unsigned long long)i.weight_bytes,
-                base::JsonQuote(i.tokenizer_model).c_str(), i.bos, i.eos, (unsigned long long)kv16,
-                (unsigned long long)(kv16 * 2), dt.c_str());
+      dt += base::StrFormat("%s\"%s\":{\"tensors\":%d,\"bytes\":%llu}", dt.empty() ? "" : ",",
+                            name.c_str(), e.first, (unsigned long long)e.second);
+    std::printf(
+        "{\"architecture\":%s,\"name\":%s,\"n_vocab\":%lld,\"n_embd\":%lld,\"n_layer\":%lld,"
+        "\"n_head\":%lld,\"n_head_kv\":%lld,\"head_dim\":%lld,\"n_ff\":%lld,\"context_length\":%"
+        "lld,"
+        "\"rope_dim\":%lld,\"rope_freq_base\":%g,\"rope_freq_scale\":%g,\"rope_neox\":%s,"
+        "\"rms_eps\":%g,\"tied_output\":%s,\"n_params\":%llu,\"weight_bytes\":%llu,"
+        "\"tokenizer\":%s,\"bos\":%d,\"eos\":%d,\"kv_bytes_per_token_f16\":%llu,"
+        "\"kv_bytes_per_token_f32\":%llu,\"dtypes\":{%s}}\n",
+        base::JsonQuote(i.architecture).c_str(), base::JsonQuote(i.name).c_str(),
+        (long long)i.n_vocab, (long long)i.n_embd, (long long)i.n_layer, (long long)i.n_head,
+        (long long)i.n_head_kv, (long long)i.head_dim, (long long)i.n_ff, (long long)i.n_ctx_train,
+        (long long)i.rope_dim, i.rope_freq_base, i.rope_freq_scale, i.rope_neox ? "true" : "false",
+        i.rms_eps, i.tied_output ? "true" : "false", (unsigned long long)i.n_params,
+        (unsigned long long)i.weight_bytes, base::JsonQuote(i.tokenizer_model).c_str(), i.bos,
+        i.eos, (unsigned long long)kv16, (unsigned long long)(kv16 * 2), dt.c_str());
     return 0;
   }
-  std::printf("model:          %s\n", model.empty() ? "<embedded stories260K.gguf>" : model.c_str());
-  std::printf("architecture:   %s%s%s\n", i.architecture.c_str(), i.name.empty() ? "" : "  name: ", i.name.c_str());
-  std::printf("parameters:     %llu (%s of weights)\n", (unsigned long long)i.n_params, base::HumanBytes(i.weight_bytes).c_str());
+  std::printf("model:          %s\n",
+              model.empty() ? "<embedded stories260K.gguf>" : model.c_str());
+  std::printf("architecture:   %s%s%s\n", i.architecture.c_str(),
+              i.name.empty() ? "" : "  name: ", i.name.c_str());
+  std::printf("parameters:     %llu (%s of weights)\n", (unsigned long long)i.n_params,
+              base::HumanBytes(i.weight_bytes).c_str());
   std::printf("vocab:          %lld tokens (%s tokenizer, bos %d, eos %d)\n", (long long)i.n_vocab,
               i.tokenizer_model.c_str(), i.bos, i.eos);
-  std::printf("dims:           n_embd %lld, n_layer %lld, n_ff %lld\n", (long long)i.n_embd, (long long)i.n_layer, (long long)i.n_ff);
+  std::printf("dims:           n_embd %lld, n_layer %lld, n_ff %lld\n", (long long)i.n_embd,
+              (long long)i.n_layer, (long long)i.n_ff);
   const char* kind = i.n_head_kv == i.n_head ? "MHA" : (i.n_head_kv == 1 ? "MQA" : "GQA");
-  std::printf("attention:      %lld heads, %lld KV heads (%s), head dim %lld\n", (long long)i.n_head,
-              (long long)i.n_head_kv, kind, (long long)i.head_dim);
-  std::printf("rope:           %lld dims, base %g, freq scale %g, %s\n", (long long)i.rope_dim, i.rope_freq_base,
-              i.rope_freq_scale, i.rope_neox ? "neox" : "normal");
-  std::printf("norm eps:       %g;  output: %s\n", i.rms_eps, i.tied_output ? "tied to token embedding" : "separate");
+  std::printf("attention:      %lld heads, %lld KV heads (%s), head dim %lld\n",
+              (long long)i.n_head, (long long)i.n_head_kv, kind, (long long)i.head_dim);
+  std::printf("rope:           %lld dims, base %g, freq scale %g, %s\n", (long long)i.rope_dim,
+              i.rope_freq_base, i.rope_freq_scale, i.rope_neox ? "neox" : "normal");
+  std::printf("norm eps:       %g;  output: %s\n", i.rms_eps,
+              i.tied_output ? "tied to token embedding" : "separate");
   std::printf("context:        %lld tokens (trained)\n", (long long)i.n_ctx_train);
-  std::printf("KV bytes/token: %llu (f16), %llu (f32); full context in f16: %s\n", (unsigned long long)kv16,
-              (unsigned long long)(kv16 * 2), base::HumanBytes(kv16 * static_cast<uint64_t>(i.n_ctx_train)).c_str());
+  std::printf("KV bytes/token: %llu (f16), %llu (f32); full context in f16: %s\n",
+              (unsigned long long)kv16, (unsigned long long)(kv16 * 2),
+              base::HumanBytes(kv16 * static_cast<uint64_t>(i.n_ctx_train)).c_str());
   for (const auto& [name, e] : dtypes)
-    std::printf("weights %-7s %d tensors, %s\n", (name + ":").c_str(), e.first, base::HumanBytes(e.second).c_str());
+    std::printf("weights %-7s %d tensors, %s\n", (name + ":").c_str(), e.first,
+                base::HumanBytes(e.second).c_str());
   return 0;
 }
 

@@ -26,7 +26,8 @@ std::string IdsJson(const std::vector<int32_t>& ids) {
 
 // Every line of the file is a request; all run concurrently through the batching engine; one
 // JSON object per request is printed in input order.
-int RunPromptsFile(const std::string& path, const LLMConfig& cfg, const SamplingParams& sp, bool json) {
+int RunPromptsFile(const std::string& path, const LLMConfig& cfg, const SamplingParams& sp,
+                   bool json) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     std::fprintf(stderr, "kvforge: cannot read %s\n", path.c_str());
@@ -52,11 +53,14 @@ int RunPromptsFile(const std::string& path, const LLMConfig& cfg, const Sampling
     const double decode_s = (m.e2e_ms - m.ttft_ms) / 1000.0;
     const double gen = static_cast<double>(c.token_ids.size());
     if (json) {
-      std::printf("{\"prompt_tokens\":%s,\"tokens\":%s,\"text\":%s,\"finish_reason\":\"%s\",\"ttft_ms\":%.3f,"
-                  "\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,\"queue_ms\":%.3f}\n",
-                  IdsJson(o.prompt_token_ids).c_str(), IdsJson(c.token_ids).c_str(), base::JsonQuote(c.text).c_str(),
-                  c.finish_reason.c_str(), m.ttft_ms, prefill_s > 0 ? m.prompt_tokens / prefill_s : 0.0,
-                  decode_s > 0 && gen > 1 ? (gen - 1) / decode_s : 0.0, m.queue_ms);
+      std::printf(
+          "{\"prompt_tokens\":%s,\"tokens\":%s,\"text\":%s,\"finish_reason\":\"%s\",\"ttft_ms\":%."
+          "3f,"
+          "\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,\"queue_ms\":%.3f}\n",
+          IdsJson(o.prompt_token_ids).c_str(), IdsJson(c.token_ids).c_str(),
+          base::JsonQuote(c.text).c_str(), c.finish_reason.c_str(), m.ttft_ms,
+          prefill_s > 0 ? m.prompt_tokens / prefill_s : 0.0,
+          decode_s > 0 && gen > 1 ? (gen - 1) / decode_s : 0.0, m.queue_ms);
     } else {
       std::printf("[%zu] %s%s\n", i, prompts[i].c_str(), c.text.c_str());
     }
@@ -73,8 +77,9 @@ int RunMain(const Args& args) {
   int64_t max_tokens = 128, top_k = 40, seed = -1, threads = 0, ctx = 0;
   double temperature = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
   bool json = false, ignore_eos = false, kv_f32 = false;
-  FlagParser p("run", "Generate text from a prompt. Text streams to stdout; prefill/decode speed and\n"
-                      "time to first token go to stderr (or into the JSON object with --json).");
+  FlagParser p("run",
+               "Generate text from a prompt. Text streams to stdout; prefill/decode speed and\n"
+               "time to first token go to stderr (or into the JSON object with --json).");
   p.AddString("model", &model, "GGUF model path (default: the embedded stories260K model)");
   p.AddString("prompt", &prompt, "prompt text");
   p.AddInt("max-tokens", &max_tokens, "tokens to generate");
@@ -90,11 +95,14 @@ int RunMain(const Args& args) {
   p.AddBool("kv-f32", &kv_f32, "store the KV cache in f32 instead of f16");
   p.AddBool("json", &json, "print one JSON object instead of streaming");
 #ifdef KVF_HAVE_CHAT_TEMPLATE
-  p.AddBool("chat", &chat, "treat --prompt as a user message rendered with the model's chat template");
+  p.AddBool("chat", &chat,
+            "treat --prompt as a user message rendered with the model's chat template");
   p.AddString("system", &system, "system message for --chat");
-  p.AddString("chat-template", &chat_template_file, "Jinja2 chat template file overriding the model's");
+  p.AddString("chat-template", &chat_template_file,
+              "Jinja2 chat template file overriding the model's");
 #endif
-  p.AddString("prompts-file", &prompts_file, "run every line of FILE as a request, concurrently (JSON per line with --json)");
+  p.AddString("prompts-file", &prompts_file,
+              "run every line of FILE as a request, concurrently (JSON per line with --json)");
   p.AddString("kv-cache-memory", &kv_mem, "KV pool budget for --prompts-file, e.g. 512MiB");
   p.AddInt("block-size", &block_size, "KV block tokens");
   p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step (--prompts-file)");
@@ -105,7 +113,9 @@ int RunMain(const Args& args) {
     return 2;
   }
   if (block_size <= 0 || max_num_seqs <= 0 || max_batched <= 0) {
-    std::fprintf(stderr, "kvforge: --block-size, --max-num-seqs and --max-num-batched-tokens must be positive\n");
+    std::fprintf(
+        stderr,
+        "kvforge: --block-size, --max-num-seqs and --max-num-batched-tokens must be positive\n");
     return 2;
   }
   if (max_tokens < 0 || max_tokens > 1000000) {
@@ -208,21 +218,25 @@ int RunMain(const Args& args) {
   const GenerationResult& r = *res;
   if (json) {
     std::string out = "{\"prompt_tokens\":[";
-    for (size_t i = 0; i < r.prompt_tokens.size(); ++i) out += (i ? "," : "") + std::to_string(r.prompt_tokens[i]);
+    for (size_t i = 0; i < r.prompt_tokens.size(); ++i)
+      out += (i ? "," : "") + std::to_string(r.prompt_tokens[i]);
     out += "],\"tokens\":[";
-    for (size_t i = 0; i < r.tokens.size(); ++i) out += (i ? "," : "") + std::to_string(r.tokens[i]);
+    for (size_t i = 0; i < r.tokens.size(); ++i)
+      out += (i ? "," : "") + std::to_string(r.tokens[i]);
     out += "],\"text\":" + base::JsonQuote(r.text);
-    out += base::StrFormat(",\"finish_reason\":\"%s\",\"ttft_ms\":%.3f,\"prefill_tokens_per_s\":%.2f,"
-                           "\"decode_tokens_per_s\":%.2f}\n",
-                           FinishReasonName(r.finish), r.ttft_ms, r.prefill_tokens_per_s, r.decode_tokens_per_s);
+    out += base::StrFormat(
+        ",\"finish_reason\":\"%s\",\"ttft_ms\":%.3f,\"prefill_tokens_per_s\":%.2f,"
+        "\"decode_tokens_per_s\":%.2f}\n",
+        FinishReasonName(r.finish), r.ttft_ms, r.prefill_tokens_per_s, r.decode_tokens_per_s);
     std::fputs(out.c_str(), stdout);
   } else {
     std::fputs("\n", stdout);
-    std::fprintf(stderr,
-                 "\nkvforge: prompt %zu tokens, prefill %.1f tokens/s, time to first token %.2f ms; "
-                 "generated %zu tokens, decode %.1f tokens/s (%d threads, finish: %s)\n",
-                 r.prompt_tokens.size(), r.prefill_tokens_per_s, r.ttft_ms, r.tokens.size(),
-                 r.decode_tokens_per_s, (*engine)->num_threads(), FinishReasonName(r.finish));
+    std::fprintf(
+        stderr,
+        "\nkvforge: prompt %zu tokens, prefill %.1f tokens/s, time to first token %.2f ms; "
+        "generated %zu tokens, decode %.1f tokens/s (%d threads, finish: %s)\n",
+        r.prompt_tokens.size(), r.prefill_tokens_per_s, r.ttft_ms, r.tokens.size(),
+        r.decode_tokens_per_s, (*engine)->num_threads(), FinishReasonName(r.finish));
   }
   return 0;
 }

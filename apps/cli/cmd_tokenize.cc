@@ -12,8 +12,10 @@ namespace kvforge::cli {
 int TokenizeMain(const Args& args) {
   std::string model;
   bool no_special = false, json = false;
-  FlagParser p("tokenize", "Reads all of stdin as bytes and prints its token ids (one line, space-separated).\n"
-                      "By default BOS/EOS are added as the vocabulary asks and special-token text is parsed.");
+  FlagParser p(
+      "tokenize",
+      "Reads all of stdin as bytes and prints its token ids (one line, space-separated).\n"
+      "By default BOS/EOS are added as the vocabulary asks and special-token text is parsed.");
   p.AddString("model", &model, "GGUF model or vocab-only GGUF path");
   p.AddBool("no-special", &no_special, "add no BOS/EOS and treat special-token text as plain text");
   p.AddBool("json", &json, "print a JSON array");

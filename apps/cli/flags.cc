@@ -13,49 +13,60 @@ FlagParser::FlagParser(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)) {}
 
 void FlagParser::AddString(const std::string& name, std::string* dst, const std::string& help) {
-  flags_.push_back({name, help, "string", [dst](const std::string& v) {
+  flags_.push_back({name, help, "string",
+                    [dst](const std::string& v) {
                       *dst = v;
                       return Status::Ok();
-                    }, false, false, *dst});
+                    },
+                    false, false, *dst});
 }
 
 void FlagParser::AddInt(const std::string& name, int64_t* dst, const std::string& help) {
-  flags_.push_back({name, help, "int", [dst, name](const std::string& v) {
+  flags_.push_back({name, help, "int",
+                    [dst, name](const std::string& v) {
                       errno = 0;
                       char* end = nullptr;
                       long long x = std::strtoll(v.c_str(), &end, 10);
                       if (v.empty() || *end != '\0' || errno == ERANGE)
-                        return Status::InvalidArgument("--" + name + ": not an integer: '" + v + "'");
+                        return Status::InvalidArgument("--" + name + ": not an integer: '" + v +
+                                                       "'");
                       *dst = x;
                       return Status::Ok();
-                    }, false, false, std::to_string(*dst)});
+                    },
+                    false, false, std::to_string(*dst)});
 }
 
 void FlagParser::AddFloat(const std::string& name, double* dst, const std::string& help) {
-  flags_.push_back({name, help, "float", [dst, name](const std::string& v) {
+  flags_.push_back({name, help, "float",
+                    [dst, name](const std::string& v) {
                       char* end = nullptr;
                       double x = std::strtod(v.c_str(), &end);
                       if (v.empty() || *end != '\0' || !std::isfinite(x))
                         return Status::InvalidArgument("--" + name + ": not a number: '" + v + "'");
                       *dst = x;
                       return Status::Ok();
-                    }, false, false, base::StrFormat("%g", *dst)});
+                    },
+                    false, false, base::StrFormat("%g", *dst)});
 }
 
 void FlagParser::AddBool(const std::string& name, bool* dst, const std::string& help) {
-  flags_.push_back({name, help, "bool", [dst](const std::string&) {
+  flags_.push_back({name, help, "bool",
+                    [dst](const std::string&) {
                       *dst = true;
                       return Status::Ok();
-                    }, false, false, ""});
+                    },
+                    false, false, ""});
 }
 
 void FlagParser::AddSize(const std::string& name, uint64_t* dst, const std::string& help) {
-  flags_.push_back({name, help, "size", [dst, name](const std::string& v) {
+  flags_.push_back({name, help, "size",
+                    [dst, name](const std::string& v) {
                       if (!base::ParseByteSize(v, dst))
                         return Status::InvalidArgument("--" + name + ": not a byte size: '" + v +
                                                        "' (examples: 512MiB, 2GiB)");
                       return Status::Ok();
-                    }, false, false, std::to_string(*dst)});
+                    },
+                    false, false, std::to_string(*dst)});
 }
 
 void FlagParser::Require(const std::string& name) {
@@ -111,10 +122,15 @@ std::string FlagParser::Usage() const {
   std::string out = "usage: kvforge " + command_ + " [flags]\n" + summary_ + "\n\nflags:\n";
   for (const auto& f : flags_) {
     std::string left = "  --" + f.name;
-    if (f.kind != "bool") left += " " + std::string(f.kind == "string" ? "S" : f.kind == "size" ? "SIZE" : f.kind == "int" ? "N" : "X");
+    if (f.kind != "bool")
+      left += " " + std::string(f.kind == "string" ? "S"
+                                : f.kind == "size" ? "SIZE"
+                                : f.kind == "int"  ? "N"
+                                                   : "X");
     if (left.size() < 28) left.resize(28, ' ');
     out += left + " " + f.help;
-    if (f.required) out += " (required)";
+    if (f.required)
+      out += " (required)";
     else if (!f.default_text.empty() && f.default_text != "0" && f.kind != "bool")
       out += " [default: " + f.default_text + "]";
     out += "\n";

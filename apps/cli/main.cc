@@ -17,12 +17,16 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"run", kvforge::cli::RunMain, "generate text from a prompt (embedded default model if no --model)"},
+    {"run", kvforge::cli::RunMain,
+     "generate text from a prompt (embedded default model if no --model)"},
     {"tokenize", kvforge::cli::TokenizeMain, "print the token ids of stdin's text"},
-    {"info", kvforge::cli::InfoMain, "describe a GGUF model: architecture, sizes, dtypes, KV bytes/token"},
-    {"make-model", kvforge::cli::MakeModelMain, "write a random-weight GGUF model for tests and benchmarks"},
+    {"info", kvforge::cli::InfoMain,
+     "describe a GGUF model: architecture, sizes, dtypes, KV bytes/token"},
+    {"make-model", kvforge::cli::MakeModelMain,
+     "write a random-weight GGUF model for tests and benchmarks"},
     {"eval", kvforge::cli::EvalMain, "evaluate a model (eval ppl: perplexity on a text)"},
-    {"bench", kvforge::cli::BenchMain, "benchmarks: throughput, latency (pp/tg), memory (paging, sharing)"},
+    {"bench", kvforge::cli::BenchMain,
+     "benchmarks: throughput, latency (pp/tg), memory (paging, sharing)"},
 #ifdef KVF_HAVE_CALC
     {"calc", kvforge::cli::CalcMain, "KV-cache memory calculator"},
 #endif
@@ -35,7 +39,9 @@ const Command kCommands[] = {
 };
 
 void PrintUsage(FILE* out) {
-  std::fprintf(out, "usage: kvforge <command> [flags]   (kvforge <command> --help for its flags)\n\ncommands:\n");
+  std::fprintf(
+      out,
+      "usage: kvforge <command> [flags]   (kvforge <command> --help for its flags)\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-14s %s\n", c.name, c.summary);
 }
 
@@ -55,8 +61,9 @@ int main(int argc, char** argv) {
   // Info-level logs (e.g. the KV cache size at start) go to stderr; KVF_LOG=warn silences them.
   const char* lvl = std::getenv("KVF_LOG");
   kvforge::base::SetLogLevel(lvl && std::strcmp(lvl, "warn") == 0 ? kvforge::base::LogLevel::kWarn
-                             : lvl && std::strcmp(lvl, "debug") == 0 ? kvforge::base::LogLevel::kDebug
-                                                                      : kvforge::base::LogLevel::kInfo);
+                             : lvl && std::strcmp(lvl, "debug") == 0
+                                 ? kvforge::base::LogLevel::kDebug
+                                 : kvforge::base::LogLevel::kInfo);
   for (const auto& c : kCommands)
     if (cmd == c.name) return c.fn(args);
   std::fprintf(stderr, "kvforge: unknown command '%s'\n", cmd.c_str());

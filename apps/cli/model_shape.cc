@@ -8,13 +8,16 @@ Result<KvModelShape> ReadKvModelShape(const std::string& gguf_path) {
   KVF_ASSIGN_OR_RETURN(auto f, gguf::GgufFile::Open(gguf_path));
   KvModelShape s;
   KVF_ASSIGN_OR_RETURN(std::string arch, f->GetString("general.architecture"));
-  if (const auto* n = f->Find("general.name"); n && n->type == gguf::ValueType::kString) s.name = std::string(n->str);
+  if (const auto* n = f->Find("general.name"); n && n->type == gguf::ValueType::kString)
+    s.name = std::string(n->str);
   if (s.name.empty()) s.name = arch;
   const std::string a = arch + ".";
   KVF_ASSIGN_OR_RETURN(s.n_layers, f->GetInt(a + "block_count"));
   KVF_ASSIGN_OR_RETURN(s.n_heads, f->GetInt(a + "attention.head_count"));
-  if (const auto* v = f->Find(a + "attention.head_count_kv"); v && v->type == gguf::ValueType::kArray)
-    return Status::Unimplemented(gguf_path + ": per-layer head_count_kv arrays are not supported by calc");
+  if (const auto* v = f->Find(a + "attention.head_count_kv");
+      v && v->type == gguf::ValueType::kArray)
+    return Status::Unimplemented(gguf_path +
+                                 ": per-layer head_count_kv arrays are not supported by calc");
   KVF_ASSIGN_OR_RETURN(s.n_kv_heads, f->GetIntOr(a + "attention.head_count_kv", s.n_heads));
   KVF_ASSIGN_OR_RETURN(int64_t embd, f->GetInt(a + "embedding_length"));
   if (s.n_heads <= 0 || s.n_layers <= 0 || s.n_kv_heads <= 0 || embd <= 0)

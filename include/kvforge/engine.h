@@ -18,12 +18,12 @@
 namespace kvforge {
 
 struct EngineOptions {
-  std::string model_path;          // GGUF file; empty: the embedded default model
-  int threads = 0;                 // 0: one per core
-  int64_t max_context = 0;         // 0: the model's training context, capped at 8192
-  bool kv_f16 = true;              // KV cache element type: f16 (default) or f32
-  int32_t kv_block_tokens = 16;    // KV block size in tokens
-  int64_t prefill_chunk = 512;     // prompt tokens per forward step
+  std::string model_path;        // GGUF file; empty: the embedded default model
+  int threads = 0;               // 0: one per core
+  int64_t max_context = 0;       // 0: the model's training context, capped at 8192
+  bool kv_f16 = true;            // KV cache element type: f16 (default) or f32
+  int32_t kv_block_tokens = 16;  // KV block size in tokens
+  int64_t prefill_chunk = 512;   // prompt tokens per forward step
   // KV pool size: an explicit byte budget, or a fraction of the RAM available at start minus the
   // weights (the CPU analogue of vLLM's gpu_memory_utilization). Neither: one full context.
   uint64_t kv_cache_memory_bytes = 0;
@@ -53,10 +53,10 @@ const char* FinishReasonName(FinishReason r);
 
 struct GenerationResult {
   std::vector<int32_t> prompt_tokens;
-  std::vector<int32_t> tokens;     // generated ids (EOS excluded)
-  std::string text;                // detokenized generated text (stop string excluded)
+  std::vector<int32_t> tokens;  // generated ids (EOS excluded)
+  std::string text;             // detokenized generated text (stop string excluded)
   FinishReason finish = FinishReason::kLength;
-  double ttft_ms = 0;              // request start to first generated token
+  double ttft_ms = 0;  // request start to first generated token
   double prefill_ms = 0;
   double decode_ms = 0;
   double prefill_tokens_per_s = 0;
@@ -70,7 +70,7 @@ using TokenCallback = std::function<bool(int32_t token, const std::string& piece
 
 struct PerplexityOptions {
   int64_t ctx = 512;
-  int64_t max_chunks = -1;         // -1: all
+  int64_t max_chunks = -1;  // -1: all
   std::function<void(int64_t chunk, int64_t n_chunks, double ppl)> progress;
 };
 
@@ -97,7 +97,8 @@ class Engine {
   std::string TokenToPiece(int32_t token) const;
 
   // Runs one request to completion (or until the callback returns false).
-  Result<GenerationResult> Generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
+  Result<GenerationResult> Generate(const std::vector<int32_t>& prompt,
+                                    const SamplingParams& params,
                                     const TokenCallback& on_token = nullptr);
 
   // llama-perplexity protocol on `text`.

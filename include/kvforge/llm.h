@@ -5,7 +5,8 @@
 //                     .kv_cache_memory_bytes = 2ull << 30, .max_num_batched_tokens = 2048,
 //                     .max_num_seqs = 64});
 //   if (!llm.ok()) { /* llm.status() says why */ }
-//   auto outputs = llm.generate(prompts, kvforge::SamplingParams{.temperature = 0.8f, .max_tokens = 128});
+//   auto outputs = llm.generate(prompts, kvforge::SamplingParams{.temperature = 0.8f, .max_tokens =
+//   128});
 //
 // `LLM::generate` runs every prompt concurrently through iteration-level scheduling (requests join
 // and leave the running batch between forward steps; all scheduled tokens of a step share one
@@ -27,19 +28,19 @@
 namespace kvforge {
 
 struct LLMConfig {
-  std::string model;                     // GGUF path; empty: the embedded default model
-  int64_t max_model_len = 0;             // 0: the model's context (capped at 8192)
-  uint64_t kv_cache_memory_bytes = 0;    // KV pool budget; 0: see memory_utilization
-  double memory_utilization = 0;         // fraction of available RAM minus weights; 0 with no
-                                         // byte budget: a full context per max_num_seqs, capped
-                                         // at 40% of available RAM
-  int64_t max_num_batched_tokens = 2048; // tokens per forward step
-  int64_t max_num_seqs = 64;             // running sequences per step
-  int32_t block_size = 16;               // KV block, tokens
-  int threads = 0;                       // 0: one per core
+  std::string model;                      // GGUF path; empty: the embedded default model
+  int64_t max_model_len = 0;              // 0: the model's context (capped at 8192)
+  uint64_t kv_cache_memory_bytes = 0;     // KV pool budget; 0: see memory_utilization
+  double memory_utilization = 0;          // fraction of available RAM minus weights; 0 with no
+                                          // byte budget: a full context per max_num_seqs, capped
+                                          // at 40% of available RAM
+  int64_t max_num_batched_tokens = 2048;  // tokens per forward step
+  int64_t max_num_seqs = 64;              // running sequences per step
+  int32_t block_size = 16;                // KV block, tokens
+  int threads = 0;                        // 0: one per core
   bool kv_f16 = true;
   bool chunked_prefill = true;
-  std::string batching = "continuous";   // "continuous" | "static" (baseline, for measurement)
+  std::string batching = "continuous";        // "continuous" | "static" (baseline, for measurement)
   std::string preemption_mode = "recompute";  // "recompute" | "swap"
   uint64_t swap_space_bytes = 256ull << 20;   // host memory for swapped-out KV blocks
   std::string scheduling_policy = "fcfs";     // "fcfs" | "priority"
@@ -52,8 +53,8 @@ struct CompletionOutput {
   int32_t index = 0;
   std::string text;
   std::vector<int32_t> token_ids;
-  std::string finish_reason;          // "stop" | "length" | "abort"
-  double cumulative_logprob = 0;      // sum of chosen tokens' log-probabilities
+  std::string finish_reason;      // "stop" | "length" | "abort"
+  double cumulative_logprob = 0;  // sum of chosen tokens' log-probabilities
   // Per generated token, when SamplingParams::logprobs > 0: the chosen token's log-probability
   // and the top-N alternatives (id, logprob).
   std::vector<float> token_logprobs;
@@ -61,10 +62,10 @@ struct CompletionOutput {
 };
 
 struct RequestMetrics {
-  double queue_ms = 0;        // arrival to first scheduled
-  double ttft_ms = 0;         // arrival to first generated token
-  double e2e_ms = 0;          // arrival to finish
-  std::vector<double> itl_ms; // inter-token latencies (first sequence)
+  double queue_ms = 0;         // arrival to first scheduled
+  double ttft_ms = 0;          // arrival to first generated token
+  double e2e_ms = 0;           // arrival to finish
+  std::vector<double> itl_ms;  // inter-token latencies (first sequence)
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;  // all sequences
   int64_t num_preemptions = 0;
@@ -86,7 +87,7 @@ struct EngineStats {
   int64_t num_waiting = 0;
   int64_t num_swapped = 0;
   int64_t num_preemptions = 0;
-  double kv_usage = 0;        // used blocks / total blocks
+  double kv_usage = 0;  // used blocks / total blocks
   int64_t kv_total_blocks = 0;
   int64_t kv_block_tokens = 0;
   uint64_t kv_bytes = 0;
@@ -109,16 +110,24 @@ class AsyncEngine {
 
   // Queues a request (tokens, or text tokenized with the model's tokenizer) and returns its id.
   // Invalid parameters and requests that can never fit are rejected here, before scheduling.
-  Result<int64_t> Submit(std::vector<int32_t> prompt, const SamplingParams& params, OutputCallback cb,
-                         int32_t priority = 0);
-  Result<int64_t> SubmitText(const std::string& prompt, const SamplingParams& params, OutputCallback cb,
-                             int32_t priority = 0);
+  Result<int64_t> Submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                         OutputCallback cb, int32_t priority = 0);
+  Result<int64_t> SubmitText(const std::string& prompt, const SamplingParams& params,
+                             OutputCallback cb, int32_t priority = 0);
   // Stops a request in any state and frees its blocks; its callback gets a final "abort" output.
   void Abort(int64_t request_id);
   EngineStats Stats() const;
-  Result<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special, bool parse_special) const;
+  Result<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special,
+                                        bool parse_special) const;
   std::string Detokenize(const std::vector<int32_t>& ids) const;
   int64_t max_model_len() const;
+  // Model facts for front ends (the HTTP server), fixed at Create; callable from any thread.
+  std::string model_name() const;     // GGUF general.name; empty when the file has none
+  std::string chat_template() const;  // GGUF tokenizer.chat_template (Jinja2); empty when absent
+  std::string bos_text() const;       // the BOS token's text; empty when the vocabulary has none
+  std::string eos_text() const;       // the EOS token's text; empty when the vocabulary has none
+  int64_t vocab_size() const;         // valid token ids are 0 .. vocab_size() - 1
+  const LLMConfig& config() const;    // the configuration the engine was created with
 
  private:
   struct Impl;

@@ -10,23 +10,23 @@
 namespace kvforge {
 
 struct SamplingParams {
-  float temperature = 0.8f;  // <= 0: greedy
-  int32_t top_k = 40;        // <= 0: disabled
-  float top_p = 0.95f;       // >= 1: disabled
-  float min_p = 0.05f;       // <= 0: disabled
+  float temperature = 0.8f;         // <= 0: greedy
+  int32_t top_k = 40;               // <= 0: disabled
+  float top_p = 0.95f;              // >= 1: disabled
+  float min_p = 0.05f;              // <= 0: disabled
   float repetition_penalty = 1.0f;  // 1: disabled (llama.cpp / CTRL style: divide positive logits)
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  int32_t penalty_last_n = 64;      // window of recent tokens the penalties look at (-1: all)
-  uint64_t seed = 0xFFFFFFFFull;    // 0xFFFFFFFF: pick a random seed
+  int32_t penalty_last_n = 64;    // window of recent tokens the penalties look at (-1: all)
+  uint64_t seed = 0xFFFFFFFFull;  // 0xFFFFFFFF: pick a random seed
   int32_t max_tokens = 128;
   bool ignore_eos = false;
-  std::vector<std::string> stop;    // stop strings (not included in the output)
+  std::vector<std::string> stop;  // stop strings (not included in the output)
   std::vector<int32_t> stop_token_ids;
-  int32_t logprobs = 0;             // top-N log-probabilities to report per token
-  int32_t n = 1;                    // completions per prompt (parallel sampling on shared blocks)
-  int32_t beam_width = 0;           // > 1: beam search with this many beams (returns the best n)
-  float length_penalty = 1.0f;      // beam score = cumulative logprob / length^length_penalty
+  int32_t logprobs = 0;         // top-N log-probabilities to report per token
+  int32_t n = 1;                // completions per prompt (parallel sampling on shared blocks)
+  int32_t beam_width = 0;       // > 1: beam search with this many beams (returns the best n)
+  float length_penalty = 1.0f;  // beam score = cumulative logprob / length^length_penalty
 
   // Clear error for out-of-range values, before anything is scheduled.
   Status Validate() const;

@@ -17,15 +17,15 @@ namespace kvforge {
 
 enum class StatusCode : uint8_t {
   kOk = 0,
-  kInvalidArgument,   // the caller passed something malformed (bad flag, bad request field)
-  kNotFound,          // a named thing does not exist (file, tensor, metadata key)
-  kDataLoss,          // a file's bytes are corrupt or truncated
-  kUnimplemented,     // valid input that this build does not support (dtype, architecture)
-  kResourceExhausted, // a configured limit was hit (memory budget, context length)
-  kUnavailable,       // transient: try again later
-  kCancelled,         // aborted by the caller
-  kInternal,          // a bug in kvforge
-  kIoError,           // the operating system refused an I/O operation
+  kInvalidArgument,    // the caller passed something malformed (bad flag, bad request field)
+  kNotFound,           // a named thing does not exist (file, tensor, metadata key)
+  kDataLoss,           // a file's bytes are corrupt or truncated
+  kUnimplemented,      // valid input that this build does not support (dtype, architecture)
+  kResourceExhausted,  // a configured limit was hit (memory budget, context length)
+  kUnavailable,        // transient: try again later
+  kCancelled,          // aborted by the caller
+  kInternal,           // a bug in kvforge
+  kIoError,            // the operating system refused an I/O operation
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -75,7 +75,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     if (status_.ok()) status_ = Status::Internal("Result constructed from OK status");
   }
@@ -105,9 +105,9 @@ class [[nodiscard]] Result {
 #define KVF_CONCAT_INNER_(a, b) a##b
 #define KVF_CONCAT_(a, b) KVF_CONCAT_INNER_(a, b)
 
-#define KVF_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    ::kvforge::Status kvf_status_ = (expr);  \
+#define KVF_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::kvforge::Status kvf_status_ = (expr);    \
     if (!kvf_status_.ok()) return kvf_status_; \
   } while (0)
 

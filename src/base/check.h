@@ -7,13 +7,13 @@ namespace kvforge::base {
 [[noreturn]] void CheckFailed(const char* file, int line, const char* expr, const char* msg);
 }  // namespace kvforge::base
 
-#define KVF_CHECK(cond)                                                     \
-  do {                                                                      \
+#define KVF_CHECK(cond)                                                       \
+  do {                                                                        \
     if (!(cond)) ::kvforge::base::CheckFailed(__FILE__, __LINE__, #cond, ""); \
   } while (0)
 
-#define KVF_CHECK_MSG(cond, msg)                                              \
-  do {                                                                        \
+#define KVF_CHECK_MSG(cond, msg)                                               \
+  do {                                                                         \
     if (!(cond)) ::kvforge::base::CheckFailed(__FILE__, __LINE__, #cond, msg); \
   } while (0)
 

@@ -55,7 +55,7 @@ static inline uint16_t Fp32ToFp16(float f) {
     return static_cast<uint16_t>(sign | 0x7C00 | (absx > 0x7F800000 ? 0x200 : 0));
   }
   if (absx >= 0x477FF000) return static_cast<uint16_t>(sign | 0x7C00);  // rounds to inf
-  if (absx < 0x38800000) {  // result is subnormal or zero
+  if (absx < 0x38800000) {                                      // result is subnormal or zero
     if (absx < 0x33000000) return static_cast<uint16_t>(sign);  // < half of min subnormal
     const uint32_t e = absx >> 23;
     const uint32_t m = (absx & 0x7FFFFF) | 0x800000;

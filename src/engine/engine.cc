@@ -8,10 +8,10 @@
 #include <cstdio>
 
 #include "assets/default_model.h"
-#include "engine/kv_budget.h"
-#include "engine/stop_checker.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "engine/kv_budget.h"
+#include "engine/stop_checker.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/thread_pool.h"
 #include "kvstore/paged_kv_cache.h"
@@ -31,10 +31,14 @@ double MsSince(Clock::time_point t0) {
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kEos: return "stop";
-    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kEos:
+      return "stop";
+    case FinishReason::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -71,7 +75,8 @@ Engine::~Engine() = default;
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->opts = options;
-  if (options.threads < 0 || options.threads > 1024) return Status::InvalidArgument("threads must be 0..1024");
+  if (options.threads < 0 || options.threads > 1024)
+    return Status::InvalidArgument("threads must be 0..1024");
   if (options.kv_block_tokens <= 0 || options.kv_block_tokens > 4096)
     return Status::InvalidArgument("kv block size must be 1..4096 tokens");
   if (options.prefill_chunk <= 0) return Status::InvalidArgument("prefill chunk must be positive");
@@ -86,8 +91,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   KVF_ASSIGN_OR_RETURN(impl->tok, tokenizer::Tokenizer::FromGguf(impl->model->file()));
   const model::ModelConfig& c = impl->model->config();
   if (impl->tok->n_vocab() > c.n_vocab)
-    return Status::InvalidArgument(options.model_path + ": the tokenizer has more tokens than the embedding");
-  impl->max_ctx = options.max_context > 0 ? options.max_context : std::min<int64_t>(c.n_ctx_train, 8192);
+    return Status::InvalidArgument(options.model_path +
+                                   ": the tokenizer has more tokens than the embedding");
+  impl->max_ctx =
+      options.max_context > 0 ? options.max_context : std::min<int64_t>(c.n_ctx_train, 8192);
   kvstore::PagedKvCacheConfig kc;
   kc.store.n_layer = static_cast<int32_t>(c.n_layer);
   kc.store.n_kv_head = static_cast<int32_t>(c.n_head_kv);
@@ -96,16 +103,19 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   kc.store.f16 = options.kv_f16;
   uint64_t weight_bytes = 0;
   for (const auto& t : impl->model->file().tensors()) weight_bytes += t.nbytes;
-  const uint64_t per_block = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(c.kv_dim()) *
-                             (options.kv_f16 ? 2 : 4) * static_cast<uint64_t>(options.kv_block_tokens);
+  const uint64_t per_block = 2ull * static_cast<uint64_t>(c.n_layer) *
+                             static_cast<uint64_t>(c.kv_dim()) * (options.kv_f16 ? 2 : 4) *
+                             static_cast<uint64_t>(options.kv_block_tokens);
   const int64_t one_seq = (impl->max_ctx + options.kv_block_tokens - 1) / options.kv_block_tokens;
-  KVF_ASSIGN_OR_RETURN(kc.store.num_blocks,
-                       engine::KvBlocksForBudget(options.kv_cache_memory_bytes, options.memory_utilization,
-                                                 per_block, weight_bytes, one_seq));
+  KVF_ASSIGN_OR_RETURN(
+      kc.store.num_blocks,
+      engine::KvBlocksForBudget(options.kv_cache_memory_bytes, options.memory_utilization,
+                                per_block, weight_bytes, one_seq));
   KVF_ASSIGN_OR_RETURN(impl->kv, kvstore::PagedKvCache::Create(kc));
-  KVF_LOG_INFO("KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)", (long long)kc.store.num_blocks,
-               kc.store.block_tokens, (long long)(kc.store.num_blocks * kc.store.block_tokens),
-               base::HumanBytes(impl->kv->store().total_bytes()).c_str(), options.kv_f16 ? "f16" : "f32");
+  KVF_LOG_INFO(
+      "KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)", (long long)kc.store.num_blocks,
+      kc.store.block_tokens, (long long)(kc.store.num_blocks * kc.store.block_tokens),
+      base::HumanBytes(impl->kv->store().total_bytes()).c_str(), options.kv_f16 ? "f16" : "f32");
   impl->pool = std::make_unique<kernels::ThreadPool>(options.threads);
 
   ModelInfo& i = impl->info;
@@ -135,7 +145,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   i.bos = impl->tok->bos();
   i.eos = impl->tok->eos();
   i.kv_bytes_per_token = static_cast<uint64_t>(c.KvBytesPerToken(options.kv_f16 ? 2 : 4));
-  if (const auto* t = impl->model->file().Find("tokenizer.chat_template"); t && t->type == gguf::ValueType::kString)
+  if (const auto* t = impl->model->file().Find("tokenizer.chat_template");
+      t && t->type == gguf::ValueType::kString)
     i.chat_template = std::string(t->str);
   const auto& vocab = impl->tok->vocab();
   if (vocab.bos >= 0) i.bos_text = vocab.texts[static_cast<size_t>(vocab.bos)];
@@ -165,8 +176,8 @@ Result<std::vector<float>> Engine::LogitsFor(const std::vector<int32_t>& tokens)
   return logits;
 }
 
-
-Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
+Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
+                                          const SamplingParams& params,
                                           const TokenCallback& on_token) {
   KVF_RETURN_IF_ERROR(params.Validate());
   Impl& im = *impl_;
@@ -174,7 +185,8 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, co
   if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   for (int32_t t : prompt)
     if (t < 0 || t >= n_vocab)
-      return Status::InvalidArgument(base::StrFormat("prompt token %d is outside the vocabulary", t));
+      return Status::InvalidArgument(
+          base::StrFormat("prompt token %d is outside the vocabulary", t));
   const int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   if (need > im.max_ctx)
     return Status::InvalidArgument(base::StrFormat(
@@ -211,15 +223,16 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, co
       r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
     }
     last = now;
-    const bool is_stop_id = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), tok) !=
-                            params.stop_token_ids.end();
+    const bool is_stop_id = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(),
+                                      tok) != params.stop_token_ids.end();
     if ((im.tok->IsEog(tok) && !params.ignore_eos) || is_stop_id) {
       r.finish = is_stop_id ? FinishReason::kStop : FinishReason::kEos;
       stopped = true;
       break;
     }
     r.tokens.push_back(tok);
-    if (params.logprobs > 0) r.logprobs.push_back(sampling::Sampler::LogProb(raw.data(), n_vocab, tok, nullptr, 0));
+    if (params.logprobs > 0)
+      r.logprobs.push_back(sampling::Sampler::LogProb(raw.data(), n_vocab, tok, nullptr, 0));
     history.push_back(tok);
     // Text safe to stream: complete UTF-8, nothing that could begin a stop string, cut at a stop.
     bool hit = false;
@@ -251,7 +264,8 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt, co
   r.text = stop.text();
   if (!r.tokens.empty()) {
     r.decode_ms = std::chrono::duration<double, std::milli>(last - first_token_time).count();
-    if (r.tokens.size() > 1 && r.decode_ms > 0) r.decode_tokens_per_s = (r.tokens.size() - 1) / (r.decode_ms / 1000.0);
+    if (r.tokens.size() > 1 && r.decode_ms > 0)
+      r.decode_tokens_per_s = (r.tokens.size() - 1) / (r.decode_ms / 1000.0);
   }
   im.kv->Free(0);
   return r;
@@ -266,8 +280,9 @@ Result<PerplexityResult> Engine::Perplexity(const std::string& text, const Perpl
   const std::vector<int32_t> tokens = im.tok->Encode(text, true, false);
   const int64_t n_ctx = o.ctx;
   if (static_cast<int64_t>(tokens.size()) < 2 * n_ctx)
-    return Status::InvalidArgument(base::StrFormat("the text has %zu tokens; at least 2*ctx = %lld are needed",
-                                                   tokens.size(), (long long)(2 * n_ctx)));
+    return Status::InvalidArgument(
+        base::StrFormat("the text has %zu tokens; at least 2*ctx = %lld are needed", tokens.size(),
+                        (long long)(2 * n_ctx)));
   int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
   if (o.max_chunks >= 0) n_chunks = std::min(n_chunks, o.max_chunks);
   const int64_t first = n_ctx / 2;
@@ -282,7 +297,8 @@ Result<PerplexityResult> Engine::Perplexity(const std::string& text, const Perpl
     std::vector<int32_t> chunk(tokens.begin() + start, tokens.begin() + start + n_ctx);
     if (add_bos) chunk[0] = im.tok->bos();
     im.kv->Free(0);
-    if (!im.kv->EnsureTokens(0, n_ctx)) return Status::ResourceExhausted("KV cache too small for ctx");
+    if (!im.kv->EnsureTokens(0, n_ctx))
+      return Status::ResourceExhausted("KV cache too small for ctx");
     // Whole chunk in steps of prefill_chunk tokens, logits for every token.
     std::vector<float> all(static_cast<size_t>(n_ctx * n_vocab));
     for (int64_t b = 0; b < n_ctx; b += im.opts.prefill_chunk) {
@@ -295,7 +311,8 @@ Result<PerplexityResult> Engine::Perplexity(const std::string& text, const Perpl
     }
     for (int64_t j = first; j < n_ctx - 1; ++j) {
       const int32_t target = tokens[static_cast<size_t>(start + j + 1)];
-      const double lp = sampling::Sampler::LogProb(all.data() + j * n_vocab, n_vocab, target, nullptr, 0);
+      const double lp =
+          sampling::Sampler::LogProb(all.data() + j * n_vocab, n_vocab, target, nullptr, 0);
       nll -= lp;
       nll2 += lp * lp;
       ++count;
@@ -307,7 +324,8 @@ Result<PerplexityResult> Engine::Perplexity(const std::string& text, const Perpl
   const double mean = nll / static_cast<double>(count);
   double var = nll2 / static_cast<double>(count) - mean * mean;
   res.ppl = std::exp(mean);
-  res.stderr_ppl = var > 0 && count > 1 ? std::sqrt(var / static_cast<double>(count - 1)) * res.ppl : 0;
+  res.stderr_ppl =
+      var > 0 && count > 1 ? std::sqrt(var / static_cast<double>(count - 1)) * res.ppl : 0;
   res.chunks = n_chunks;
   res.tokens_scored = count;
   res.nll_mean = mean;

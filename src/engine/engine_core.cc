@@ -15,7 +15,9 @@ using base::StrFormat;
 
 namespace {
 
-double Ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // log-softmax of a logits row.
 std::vector<float> LogSoftmax(const float* logits, int64_t n) {
@@ -37,8 +39,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   std::unique_ptr<EngineCore> e(new EngineCore());
   e->cfg_ = config;
   const LLMConfig& c = config;
-  if (c.max_num_batched_tokens <= 0 || c.max_num_seqs <= 0 || c.block_size <= 0 || c.block_size > 4096 ||
-      c.threads < 0 || c.max_model_len < 0)
+  if (c.max_num_batched_tokens <= 0 || c.max_num_seqs <= 0 || c.block_size <= 0 ||
+      c.block_size > 4096 || c.threads < 0 || c.max_model_len < 0)
     return Status::InvalidArgument("engine config: sizes must be positive (block_size 1..4096)");
   if (c.batching != "continuous" && c.batching != "static")
     return Status::InvalidArgument("batching must be 'continuous' or 'static'");
@@ -47,7 +49,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   if (c.scheduling_policy != "fcfs" && c.scheduling_policy != "priority")
     return Status::InvalidArgument("scheduling_policy must be 'fcfs' or 'priority'");
   if (c.model.empty()) {
-    KVF_ASSIGN_OR_RETURN(e->model_, model::Model::LoadFromMemory(assets::DefaultModelData(), assets::DefaultModelSize(),
+    KVF_ASSIGN_OR_RETURN(e->model_, model::Model::LoadFromMemory(assets::DefaultModelData(),
+                                                                 assets::DefaultModelSize(),
                                                                  assets::kDefaultModelName));
   } else {
     KVF_ASSIGN_OR_RETURN(e->model_, model::Model::Load(c.model));
@@ -56,17 +59,19 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   const model::ModelConfig& mc = e->model_->config();
   e->max_len_ = c.max_model_len > 0 ? c.max_model_len : std::min<int64_t>(mc.n_ctx_train, 8192);
   if (!c.chunked_prefill && c.max_num_batched_tokens < e->max_len_)
-    return Status::InvalidArgument(StrFormat("without chunked prefill max_num_batched_tokens (%lld) must be at "
-                                             "least max_model_len (%lld)",
-                                             (long long)c.max_num_batched_tokens, (long long)e->max_len_));
+    return Status::InvalidArgument(
+        StrFormat("without chunked prefill max_num_batched_tokens (%lld) must be at "
+                  "least max_model_len (%lld)",
+                  (long long)c.max_num_batched_tokens, (long long)e->max_len_));
   kvstore::PagedKvCacheConfig kc;
   kc.store.n_layer = static_cast<int32_t>(mc.n_layer);
   kc.store.n_kv_head = static_cast<int32_t>(mc.n_head_kv);
   kc.store.head_dim = static_cast<int32_t>(mc.head_dim);
   kc.store.block_tokens = c.block_size;
   kc.store.f16 = c.kv_f16;
-  const uint64_t per_block = 2ull * static_cast<uint64_t>(mc.n_layer) * static_cast<uint64_t>(mc.kv_dim()) *
-                             (c.kv_f16 ? 2 : 4) * static_cast<uint64_t>(c.block_size);
+  const uint64_t per_block = 2ull * static_cast<uint64_t>(mc.n_layer) *
+                             static_cast<uint64_t>(mc.kv_dim()) * (c.kv_f16 ? 2 : 4) *
+                             static_cast<uint64_t>(c.block_size);
   uint64_t weight_bytes = 0;
   for (const auto& t : e->model_->file().tensors()) weight_bytes += t.nbytes;
   const int64_t blocks_per_ctx = (e->max_len_ + c.block_size - 1) / c.block_size;
@@ -75,13 +80,16 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   int64_t default_blocks = blocks_per_ctx * c.max_num_seqs;
   if (const uint64_t avail = engine::AvailableMemoryBytes(); avail > 0) {
     const double cap = 0.4 * static_cast<double>(avail) - static_cast<double>(weight_bytes);
-    default_blocks = std::min<int64_t>(default_blocks, static_cast<int64_t>(std::max(0.0, cap) / static_cast<double>(per_block)));
+    default_blocks = std::min<int64_t>(
+        default_blocks, static_cast<int64_t>(std::max(0.0, cap) / static_cast<double>(per_block)));
   }
   default_blocks = std::max(default_blocks, blocks_per_ctx);
-  KVF_ASSIGN_OR_RETURN(kc.store.num_blocks, engine::KvBlocksForBudget(c.kv_cache_memory_bytes, c.memory_utilization,
-                                                                      per_block, weight_bytes, default_blocks));
+  KVF_ASSIGN_OR_RETURN(kc.store.num_blocks,
+                       engine::KvBlocksForBudget(c.kv_cache_memory_bytes, c.memory_utilization,
+                                                 per_block, weight_bytes, default_blocks));
   KVF_ASSIGN_OR_RETURN(e->cache_, kvstore::PagedKvCache::Create(kc));
-  const int64_t swap_blocks = c.preemption_mode == "swap" ? static_cast<int64_t>(c.swap_space_bytes / per_block) : 0;
+  const int64_t swap_blocks =
+      c.preemption_mode == "swap" ? static_cast<int64_t>(c.swap_space_bytes / per_block) : 0;
   e->space_ = std::make_unique<engine::EngineKvSpace>(e->cache_.get(), swap_blocks);
   if (c.contiguous_kv) e->space_->set_reserve_tokens(e->max_len_);
   sched::SchedulerConfig sc;
@@ -89,13 +97,15 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   sc.max_num_seqs = c.max_num_seqs;
   sc.chunked_prefill = c.chunked_prefill;
   sc.policy = c.scheduling_policy == "priority" ? sched::Policy::kPriority : sched::Policy::kFcfs;
-  sc.preemption_mode = c.preemption_mode == "swap" ? sched::PreemptionMode::kSwap : sched::PreemptionMode::kRecompute;
+  sc.preemption_mode = c.preemption_mode == "swap" ? sched::PreemptionMode::kSwap
+                                                   : sched::PreemptionMode::kRecompute;
   sc.static_batching = c.batching == "static";
   KVF_RETURN_IF_ERROR(sc.Validate());
   e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
   e->pool_ = std::make_unique<kernels::ThreadPool>(c.threads);
-  KVF_LOG_INFO("KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)%s", (long long)kc.store.num_blocks,
-               c.block_size, (long long)(kc.store.num_blocks * c.block_size),
+  KVF_LOG_INFO("KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)%s",
+               (long long)kc.store.num_blocks, c.block_size,
+               (long long)(kc.store.num_blocks * c.block_size),
                base::HumanBytes(e->cache_->store().total_bytes()).c_str(), c.kv_f16 ? "f16" : "f32",
                c.contiguous_kv ? ", contiguous reservation per sequence" : "");
   return e;
@@ -107,14 +117,16 @@ std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t in
   s->index = index;
   s->tokens = r.prompt;
   SamplingParams p = r.params;
-  if (p.seed != 0xFFFFFFFFull) p.seed += static_cast<uint64_t>(index);  // distinct streams for n > 1
+  if (p.seed != 0xFFFFFFFFull)
+    p.seed += static_cast<uint64_t>(index);  // distinct streams for n > 1
   s->sampler = std::make_unique<sampling::Sampler>(p);
   s->stop = std::make_unique<engine::StopChecker>(*tok_, r.params.stop);
   seq_owner_[s->id] = r.id;
   return s;
 }
 
-std::unique_ptr<EngineCore::Seq> EngineCore::CloneSeq(const Request& r, const Seq& from, int32_t index) {
+std::unique_ptr<EngineCore::Seq> EngineCore::CloneSeq(const Request& r, const Seq& from,
+                                                      int32_t index) {
   auto s = NewSeq(r, index);
   s->tokens = from.tokens;
   s->n_generated = from.n_generated;
@@ -134,25 +146,29 @@ EngineCore::Seq* EngineCore::FindSeq(Request& r, int64_t seq) {
   return nullptr;
 }
 
-Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt, const SamplingParams& params) const {
+Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt,
+                                   const SamplingParams& params) const {
   KVF_RETURN_IF_ERROR(params.Validate());
   if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   const int64_t n_vocab = model_->config().n_vocab;
   for (int32_t t : prompt)
-    if (t < 0 || t >= n_vocab) return Status::InvalidArgument(StrFormat("prompt token %d is outside the vocabulary", t));
+    if (t < 0 || t >= n_vocab)
+      return Status::InvalidArgument(StrFormat("prompt token %d is outside the vocabulary", t));
   if (params.max_tokens < 1) return Status::InvalidArgument("max_tokens must be at least 1");
   const int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   if (need > max_len_)
     return Status::InvalidArgument(StrFormat(
-        "this request needs %lld tokens (prompt %zu + max_tokens %d) but max_model_len is %lld", (long long)need,
-        prompt.size(), params.max_tokens, (long long)max_len_));
+        "this request needs %lld tokens (prompt %zu + max_tokens %d) but max_model_len is %lld",
+        (long long)need, prompt.size(), params.max_tokens, (long long)max_len_));
   const int64_t width = params.beam_width > 1 ? params.beam_width : params.n;
-  const int64_t blocks = cache_->BlocksForTokens(cfg_.contiguous_kv ? max_len_ : need) +
-                         (width - 1) * cache_->BlocksForTokens(params.max_tokens + cache_->block_tokens());
+  const int64_t blocks =
+      cache_->BlocksForTokens(cfg_.contiguous_kv ? max_len_ : need) +
+      (width - 1) * cache_->BlocksForTokens(params.max_tokens + cache_->block_tokens());
   if (blocks > cache_->num_blocks())
-    return Status::ResourceExhausted(StrFormat("this request needs up to %lld KV blocks but the cache holds %lld; "
-                                               "raise the KV cache memory",
-                                               (long long)blocks, (long long)cache_->num_blocks()));
+    return Status::ResourceExhausted(
+        StrFormat("this request needs up to %lld KV blocks but the cache holds %lld; "
+                  "raise the KV cache memory",
+                  (long long)blocks, (long long)cache_->num_blocks()));
   return Status::Ok();
 }
 
@@ -216,8 +232,8 @@ void EngineCore::AppendToken(Request& r, Seq& s, int32_t token, const float* raw
     s.top_logprobs.push_back(std::move(alts));
   }
   s.cum_logprob += lp;
-  const bool stop_id = std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), token) !=
-                       r.params.stop_token_ids.end();
+  const bool stop_id = std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(),
+                                 token) != r.params.stop_token_ids.end();
   if ((tok_->IsEog(token) && !r.params.ignore_eos) || stop_id) {
     s.finished = true;
     s.finish_reason = "stop";
@@ -263,7 +279,8 @@ Status EngineCore::Step() {
     if (s == nullptr || ch.pos0 + ch.num_tokens > static_cast<int64_t>(s->tokens.size()))
       return Status::Internal("scheduled tokens the sequence does not have");
     const int64_t begin = static_cast<int64_t>(batch.tokens.size());
-    batch.tokens.insert(batch.tokens.end(), s->tokens.begin() + ch.pos0, s->tokens.begin() + ch.pos0 + ch.num_tokens);
+    batch.tokens.insert(batch.tokens.end(), s->tokens.begin() + ch.pos0,
+                        s->tokens.begin() + ch.pos0 + ch.num_tokens);
     batch.seqs.push_back({ch.seq, ch.pos0, begin, ch.num_tokens, false, ch.sample});
     if (ch.is_prefill) prompt_tokens_total_ += ch.num_tokens;
     if (ch.sample) sampled.push_back(&ch);
@@ -335,7 +352,8 @@ Status EngineCore::Step() {
     Request& r = *requests_.at(ro.request);
     if (!ro.finished) {
       for (int64_t sid : drops)
-        if (seq_owner_.count(sid) && seq_owner_.at(sid) == r.id && r.seqs.size() > 1) (void)sched_->DropSequence(r.id, sid);
+        if (seq_owner_.count(sid) && seq_owner_.at(sid) == r.id && r.seqs.size() > 1)
+          (void)sched_->DropSequence(r.id, sid);
       Emit(r, false);
       continue;
     }
@@ -355,7 +373,8 @@ Status EngineCore::Step() {
       for (const auto& s : r->seqs) {
         if (s->finished || !cache_->Contains(s->id)) continue;
         const int64_t held = cache_->NumTokens(s->id);
-        live += std::min<int64_t>(sched_->NumComputed(s->id), static_cast<int64_t>(s->tokens.size()));
+        live +=
+            std::min<int64_t>(sched_->NumComputed(s->id), static_cast<int64_t>(s->tokens.size()));
         unshared += (held + bt - 1) / bt;
       }
     util_sum_ += static_cast<double>(live) / static_cast<double>(used * bt);
@@ -388,13 +407,17 @@ Status EngineCore::ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outc
     for (int64_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     const size_t k = std::min(per_beam, ids.size());
     std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(k), ids.end(),
-                      [&](int32_t a, int32_t c) { return lp[static_cast<size_t>(a)] > lp[static_cast<size_t>(c)] || (lp[static_cast<size_t>(a)] == lp[static_cast<size_t>(c)] && a < c); });
+                      [&](int32_t a, int32_t c) {
+                        return lp[static_cast<size_t>(a)] > lp[static_cast<size_t>(c)] ||
+                               (lp[static_cast<size_t>(a)] == lp[static_cast<size_t>(c)] && a < c);
+                      });
     for (size_t i = 0; i < k; ++i)
       cands.push_back({b, ids[i], r.seqs[b]->cum_logprob + lp[static_cast<size_t>(ids[i])]});
     if (!r.forked) break;  // first step: all beams would be identical, expand only the prompt
   }
   r.forked = true;
-  std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Cand& a, const Cand& b) { return a.score > b.score; });
   auto normalized = [&](double cum, int64_t len) {
     return cum / std::pow(static_cast<double>(std::max<int64_t>(1, len)), r.params.length_penalty);
   };
@@ -423,7 +446,8 @@ Status EngineCore::ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outc
     std::sort(scores.rbegin(), scores.rend());
     worst = scores[static_cast<size_t>(width - 1)];
     double best_live = -1e300;
-    for (const Cand& c : next) best_live = std::max(best_live, normalized(c.score, r.seqs[c.parent]->n_generated + 1));
+    for (const Cand& c : next)
+      best_live = std::max(best_live, normalized(c.score, r.seqs[c.parent]->n_generated + 1));
     stop = best_live <= worst;
   }
   // Build the new beam set: the first use of a parent keeps its sequence (and blocks), later uses
@@ -482,7 +506,8 @@ Status EngineCore::ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outc
 
 void EngineCore::FinishBeamRequest(Request& r) {
   auto normalized = [&](const Seq& s) {
-    return s.cum_logprob / std::pow(static_cast<double>(std::max<int64_t>(1, s.n_generated)), r.params.length_penalty);
+    return s.cum_logprob / std::pow(static_cast<double>(std::max<int64_t>(1, s.n_generated)),
+                                    r.params.length_penalty);
   };
   for (auto& s : r.seqs) {
     if (!s->finished) {
@@ -495,7 +520,8 @@ void EngineCore::FinishBeamRequest(Request& r) {
   r.seqs.clear();
   std::stable_sort(r.done_beams.begin(), r.done_beams.end(),
                    [&](const auto& a, const auto& b) { return normalized(*a) > normalized(*b); });
-  if (static_cast<int32_t>(r.done_beams.size()) > r.params.n) r.done_beams.resize(static_cast<size_t>(r.params.n));
+  if (static_cast<int32_t>(r.done_beams.size()) > r.params.n)
+    r.done_beams.resize(static_cast<size_t>(r.params.n));
   for (size_t i = 0; i < r.done_beams.size(); ++i) r.done_beams[i]->index = static_cast<int32_t>(i);
 }
 
@@ -508,7 +534,8 @@ RequestOutput EngineCore::BuildOutput(Request& r, bool final) {
   auto& list = r.beam ? (r.seqs.empty() ? r.done_beams : r.seqs) : r.seqs;
   std::vector<Seq*> ordered;
   for (auto& s : list) ordered.push_back(s.get());
-  std::sort(ordered.begin(), ordered.end(), [](const Seq* a, const Seq* b) { return a->index < b->index; });
+  std::sort(ordered.begin(), ordered.end(),
+            [](const Seq* a, const Seq* b) { return a->index < b->index; });
   for (Seq* s : ordered) {
     CompletionOutput c;
     c.index = s->index;

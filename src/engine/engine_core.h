@@ -34,8 +34,8 @@ class EngineCore {
   ~EngineCore();
 
   // `id` 0 picks the next free id; a caller-chosen id must be unique.
-  Result<int64_t> AddRequest(std::vector<int32_t> prompt, const SamplingParams& params, OutputCallback cb,
-                             int32_t priority, int64_t id = 0);
+  Result<int64_t> AddRequest(std::vector<int32_t> prompt, const SamplingParams& params,
+                             OutputCallback cb, int32_t priority, int64_t id = 0);
   // The checks AddRequest makes before scheduling, usable from any thread (immutable state only).
   Status ValidateRequest(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   // Aborts a request in any state; its callback receives a final output with reason "abort".
@@ -44,11 +44,15 @@ class EngineCore {
   Status Step();
   EngineStats Stats() const;
   // Average, over steps so far, of live tokens / reserved KV slots (memory utilization).
-  double MeanKvUtilization() const { return util_steps_ ? util_sum_ / static_cast<double>(util_steps_) : 0; }
+  double MeanKvUtilization() const {
+    return util_steps_ ? util_sum_ / static_cast<double>(util_steps_) : 0;
+  }
   int64_t PeakUsedBlocks() const { return peak_used_blocks_; }
   // Average over steps of 1 - (blocks used) / (blocks the live sequences would use with private
   // copies): the memory block sharing saves for parallel sampling and beam search.
-  double MeanSharingSaving() const { return share_steps_ ? share_sum_ / static_cast<double>(share_steps_) : 0; }
+  double MeanSharingSaving() const {
+    return share_steps_ ? share_sum_ / static_cast<double>(share_steps_) : 0;
+  }
   int64_t PeakUnsharedBlocks() const { return peak_unshared_blocks_; }
 
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
@@ -79,7 +83,7 @@ class EngineCore {
     std::vector<int32_t> prompt;
     SamplingParams params;
     OutputCallback cb;
-    std::vector<std::unique_ptr<Seq>> seqs;   // live and finished (n > 1); live beams (beam search)
+    std::vector<std::unique_ptr<Seq>> seqs;  // live and finished (n > 1); live beams (beam search)
     std::vector<std::unique_ptr<Seq>> done_beams;  // finished beam hypotheses
     bool forked = false;
     bool beam = false;

@@ -22,8 +22,9 @@ uint64_t AvailableMemoryBytes() {
   return kb * 1024;
 }
 
-Result<int64_t> KvBlocksForBudget(uint64_t budget_bytes, double utilization, uint64_t bytes_per_block,
-                                  uint64_t weight_bytes, int64_t default_blocks) {
+Result<int64_t> KvBlocksForBudget(uint64_t budget_bytes, double utilization,
+                                  uint64_t bytes_per_block, uint64_t weight_bytes,
+                                  int64_t default_blocks) {
   uint64_t budget = 0;
   if (budget_bytes > 0) {
     budget = budget_bytes;
@@ -31,10 +32,12 @@ Result<int64_t> KvBlocksForBudget(uint64_t budget_bytes, double utilization, uin
     if (utilization > 1) return Status::InvalidArgument("memory utilization must be in (0, 1]");
     const uint64_t avail = AvailableMemoryBytes();
     if (avail == 0) return Status::Unavailable("cannot read MemAvailable from /proc/meminfo");
-    const double usable = utilization * static_cast<double>(avail) - static_cast<double>(weight_bytes);
+    const double usable =
+        utilization * static_cast<double>(avail) - static_cast<double>(weight_bytes);
     if (usable <= 0)
       return Status::ResourceExhausted(base::StrFormat(
-          "memory utilization %.2f of %s available leaves nothing for the KV cache after %s of weights",
+          "memory utilization %.2f of %s available leaves nothing for the KV cache after %s of "
+          "weights",
           utilization, base::HumanBytes(avail).c_str(), base::HumanBytes(weight_bytes).c_str()));
     budget = static_cast<uint64_t>(usable);
   } else {

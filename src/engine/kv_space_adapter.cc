@@ -8,12 +8,14 @@ EngineKvSpace::EngineKvSpace(kvstore::PagedKvCache* cache, int64_t swap_blocks)
     : cache_(cache), swap_capacity_(swap_blocks) {}
 
 int64_t EngineKvSpace::BlocksToGrow(int64_t seq, int64_t total_tokens) const {
-  if (!cache_->Contains(seq)) return cache_->BlocksForTokens(std::max(total_tokens, reserve_tokens_));
+  if (!cache_->Contains(seq))
+    return cache_->BlocksForTokens(std::max(total_tokens, reserve_tokens_));
   return cache_->BlocksToGrow(seq, total_tokens);
 }
 
 bool EngineKvSpace::Grow(int64_t seq, int64_t total_tokens) {
-  if (!cache_->Contains(seq)) return cache_->AddSequence(seq, std::max(total_tokens, reserve_tokens_));
+  if (!cache_->Contains(seq))
+    return cache_->AddSequence(seq, std::max(total_tokens, reserve_tokens_));
   return cache_->EnsureTokens(seq, total_tokens);
 }
 
@@ -40,7 +42,8 @@ bool EngineKvSpace::SwapOut(int64_t seq) {
   s.num_tokens = cache_->NumTokens(seq);
   s.num_blocks = static_cast<int64_t>(blocks->size());
   s.bytes.resize(static_cast<size_t>(bb) * blocks->size());
-  for (size_t i = 0; i < blocks->size(); ++i) cache_->store().ReadBlock((*blocks)[i], s.bytes.data() + i * bb);
+  for (size_t i = 0; i < blocks->size(); ++i)
+    cache_->store().ReadBlock((*blocks)[i], s.bytes.data() + i * bb);
   swap_used_ += s.num_blocks;
   cache_->Free(seq);
   swapped_[seq] = std::move(s);
@@ -49,7 +52,8 @@ bool EngineKvSpace::SwapOut(int64_t seq) {
 
 bool EngineKvSpace::CanSwapIn(int64_t seq) const {
   auto it = swapped_.find(seq);
-  return it != swapped_.end() && cache_->BlocksForTokens(it->second.num_tokens) <= cache_->num_free_blocks();
+  return it != swapped_.end() &&
+         cache_->BlocksForTokens(it->second.num_tokens) <= cache_->num_free_blocks();
 }
 
 bool EngineKvSpace::SwapIn(int64_t seq) {

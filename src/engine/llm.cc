@@ -1,5 +1,8 @@
 // llm.cc — kvforge::LLM (synchronous batch generation) and kvforge::AsyncEngine (one engine
 // thread, requests submitted from any thread) over EngineCore.
+#include "kvforge/llm.h"
+
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -7,9 +10,10 @@
 #include <thread>
 #include <unordered_set>
 
+#include "assets/default_model.h"
 #include "base/log.h"
 #include "engine/engine_core.h"
-#include "kvforge/llm.h"
+#include "gguf/gguf_reader.h"
 
 namespace kvforge {
 
@@ -29,7 +33,8 @@ LLM::~LLM() = default;
 
 EngineStats LLM::stats() const { return core_ ? core_->Stats() : EngineStats{}; }
 
-Result<std::vector<RequestOutput>> LLM::generate(const std::vector<std::string>& prompts, const SamplingParams& params,
+Result<std::vector<RequestOutput>> LLM::generate(const std::vector<std::string>& prompts,
+                                                 const SamplingParams& params,
                                                  const OutputCallback& on_output) {
   if (!ok()) return status_;
   std::vector<std::vector<int32_t>> ids;
@@ -39,7 +44,8 @@ Result<std::vector<RequestOutput>> LLM::generate(const std::vector<std::string>&
 }
 
 Result<std::vector<RequestOutput>> LLM::generate(const std::vector<std::vector<int32_t>>& prompts,
-                                                 const SamplingParams& params, const OutputCallback& on_output) {
+                                                 const SamplingParams& params,
+                                                 const OutputCallback& on_output) {
   if (!ok()) return status_;
   // Every request is validated before any is scheduled.
   for (const auto& p : prompts) KVF_RETURN_IF_ERROR(core_->ValidateRequest(p, params));
@@ -72,6 +78,8 @@ Result<std::vector<RequestOutput>> LLM::generate(const std::vector<std::vector<i
 
 struct AsyncEngine::Impl {
   std::unique_ptr<EngineCore> core;
+  LLMConfig config;
+  std::string chat_template;  // read once at Create (the core does not keep GGUF metadata)
   std::thread thread;
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -82,10 +90,10 @@ struct AsyncEngine::Impl {
     OutputCallback cb;
     int32_t priority;
   };
-  std::deque<Submission> inbox;       // guarded by mu
-  std::vector<int64_t> aborts;        // guarded by mu
-  bool stop = false;                  // guarded by mu
-  EngineStats stats;                  // guarded by mu, refreshed after each step
+  std::deque<Submission> inbox;  // guarded by mu
+  std::vector<int64_t> aborts;   // guarded by mu
+  bool stop = false;             // guarded by mu
+  EngineStats stats;             // guarded by mu, refreshed after each step
   std::atomic<int64_t> next_id{1};
 
   void Loop() {
@@ -134,6 +142,18 @@ AsyncEngine::AsyncEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Result<std::unique_ptr<AsyncEngine>> AsyncEngine::Create(const LLMConfig& config) {
   auto impl = std::make_unique<Impl>();
   KVF_ASSIGN_OR_RETURN(impl->core, EngineCore::Create(config));
+  impl->config = config;
+  {
+    // Only the metadata is parsed (the tensor data stays mapped, untouched).
+    auto file = config.model.empty() ? gguf::GgufFile::FromMemory(assets::DefaultModelData(),
+                                                                  assets::DefaultModelSize(),
+                                                                  assets::kDefaultModelName)
+                                     : gguf::GgufFile::Open(config.model);
+    if (file.ok())
+      if (const auto* t = (*file)->Find("tokenizer.chat_template");
+          t && t->type == gguf::ValueType::kString)
+        impl->chat_template = std::string(t->str);
+  }
   impl->stats = impl->core->Stats();
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Loop(); });
@@ -149,8 +169,8 @@ AsyncEngine::~AsyncEngine() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-Result<int64_t> AsyncEngine::Submit(std::vector<int32_t> prompt, const SamplingParams& params, OutputCallback cb,
-                                    int32_t priority) {
+Result<int64_t> AsyncEngine::Submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                                    OutputCallback cb, int32_t priority) {
   KVF_RETURN_IF_ERROR(impl_->core->ValidateRequest(prompt, params));
   const int64_t id = impl_->next_id.fetch_add(1);
   {
@@ -162,9 +182,10 @@ Result<int64_t> AsyncEngine::Submit(std::vector<int32_t> prompt, const SamplingP
   return id;
 }
 
-Result<int64_t> AsyncEngine::SubmitText(const std::string& prompt, const SamplingParams& params, OutputCallback cb,
-                                        int32_t priority) {
-  return Submit(impl_->core->tokenizer().Encode(prompt, true, false), params, std::move(cb), priority);
+Result<int64_t> AsyncEngine::SubmitText(const std::string& prompt, const SamplingParams& params,
+                                        OutputCallback cb, int32_t priority) {
+  return Submit(impl_->core->tokenizer().Encode(prompt, true, false), params, std::move(cb),
+                priority);
 }
 
 void AsyncEngine::Abort(int64_t request_id) {
@@ -190,5 +211,29 @@ std::string AsyncEngine::Detokenize(const std::vector<int32_t>& ids) const {
 }
 
 int64_t AsyncEngine::max_model_len() const { return impl_->core->max_model_len(); }
+
+std::string AsyncEngine::model_name() const { return impl_->core->model_config().name; }
+
+std::string AsyncEngine::chat_template() const { return impl_->chat_template; }
+
+std::string AsyncEngine::bos_text() const {
+  const auto& vocab = impl_->core->tokenizer().vocab();
+  return vocab.bos >= 0 && static_cast<size_t>(vocab.bos) < vocab.texts.size()
+             ? vocab.texts[static_cast<size_t>(vocab.bos)]
+             : std::string();
+}
+
+std::string AsyncEngine::eos_text() const {
+  const auto& vocab = impl_->core->tokenizer().vocab();
+  return vocab.eos >= 0 && static_cast<size_t>(vocab.eos) < vocab.texts.size()
+             ? vocab.texts[static_cast<size_t>(vocab.eos)]
+             : std::string();
+}
+
+int64_t AsyncEngine::vocab_size() const {
+  return std::min(impl_->core->tokenizer().n_vocab(), impl_->core->model_config().n_vocab);
+}
+
+const LLMConfig& AsyncEngine::config() const { return impl_->config; }
 
 }  // namespace kvforge

@@ -21,11 +21,23 @@ constexpr uint32_t kMaxDims = 4;
 
 size_t ScalarSize(ValueType t) {
   switch (t) {
-    case ValueType::kU8: case ValueType::kI8: case ValueType::kBool: return 1;
-    case ValueType::kU16: case ValueType::kI16: return 2;
-    case ValueType::kU32: case ValueType::kI32: case ValueType::kF32: return 4;
-    case ValueType::kU64: case ValueType::kI64: case ValueType::kF64: return 8;
-    default: return 0;
+    case ValueType::kU8:
+    case ValueType::kI8:
+    case ValueType::kBool:
+      return 1;
+    case ValueType::kU16:
+    case ValueType::kI16:
+      return 2;
+    case ValueType::kU32:
+    case ValueType::kI32:
+    case ValueType::kF32:
+      return 4;
+    case ValueType::kU64:
+    case ValueType::kI64:
+    case ValueType::kF64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -50,7 +62,9 @@ class Cursor {
   }
   const uint8_t* here() const { return base_ + pos_; }
   template <typename T>
-  bool Get(T* v) { return Read(v, sizeof(T)); }
+  bool Get(T* v) {
+    return Read(v, sizeof(T));
+  }
   bool GetString(std::string_view* s) {
     uint64_t len;
     if (!Get(&len) || len > remaining()) return false;
@@ -68,7 +82,7 @@ class Cursor {
 }  // namespace
 
 std::string_view ValueTypeName(ValueType t) {
-  static const char* kNames[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+  static const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                  "bool", "string", "array", "u64", "i64", "f64"};
   auto i = static_cast<uint32_t>(t);
   return i <= 12 ? kNames[i] : "unknown";
@@ -76,8 +90,14 @@ std::string_view ValueTypeName(ValueType t) {
 
 bool Value::IsInteger() const {
   switch (type) {
-    case ValueType::kU8: case ValueType::kI8: case ValueType::kU16: case ValueType::kI16:
-    case ValueType::kU32: case ValueType::kI32: case ValueType::kU64: case ValueType::kI64:
+    case ValueType::kU8:
+    case ValueType::kI8:
+    case ValueType::kU16:
+    case ValueType::kI16:
+    case ValueType::kU32:
+    case ValueType::kI32:
+    case ValueType::kU64:
+    case ValueType::kI64:
       return true;
     default:
       return false;
@@ -97,8 +117,7 @@ int64_t TensorInfo::Rows() const {
 }
 
 GgufFile::~GgufFile() {
-  if (owns_mapping_ && base_ != nullptr && size_ > 0)
-    munmap(const_cast<uint8_t*>(base_), size_);
+  if (owns_mapping_ && base_ != nullptr && size_ > 0) munmap(const_cast<uint8_t*>(base_), size_);
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
@@ -128,7 +147,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::FromMemory(const uint8_t* data, size_t size,
-                                                        std::string name) {
+                                                       std::string name) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = std::move(name);
   f->base_ = data;
@@ -137,9 +156,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::FromMemory(const uint8_t* data, size
   return f;
 }
 
-Status GgufFile::Error(std::string msg) const {
-  return Status::DataLoss(path_ + ": " + msg);
-}
+Status GgufFile::Error(std::string msg) const { return Status::DataLoss(path_ + ": " + msg); }
 
 Status GgufFile::Parse() {
   Cursor c(base_, size_);
@@ -167,7 +184,8 @@ Status GgufFile::Parse() {
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string_view key;
-    if (!c.GetString(&key)) return Error(StrFormat("truncated in metadata key %llu", (unsigned long long)i));
+    if (!c.GetString(&key))
+      return Error(StrFormat("truncated in metadata key %llu", (unsigned long long)i));
     const std::string key_str(key);
     uint32_t raw_type;
     if (!c.Get(&raw_type)) return Error("truncated in metadata '" + key_str + "' (type)");
@@ -177,32 +195,99 @@ Status GgufFile::Parse() {
     v.type = static_cast<ValueType>(raw_type);
     auto read_scalar = [&](ValueType t, Value* out) -> bool {
       switch (t) {
-        case ValueType::kU8: { uint8_t x; if (!c.Get(&x)) return false; out->u64 = x; out->i64 = x; return true; }
-        case ValueType::kI8: { int8_t x; if (!c.Get(&x)) return false; out->i64 = x; out->u64 = static_cast<uint64_t>(x); return true; }
-        case ValueType::kU16: { uint16_t x; if (!c.Get(&x)) return false; out->u64 = x; out->i64 = x; return true; }
-        case ValueType::kI16: { int16_t x; if (!c.Get(&x)) return false; out->i64 = x; out->u64 = static_cast<uint64_t>(x); return true; }
-        case ValueType::kU32: { uint32_t x; if (!c.Get(&x)) return false; out->u64 = x; out->i64 = x; return true; }
-        case ValueType::kI32: { int32_t x; if (!c.Get(&x)) return false; out->i64 = x; out->u64 = static_cast<uint64_t>(x); return true; }
-        case ValueType::kU64: { uint64_t x; if (!c.Get(&x)) return false; out->u64 = x; out->i64 = static_cast<int64_t>(x); return true; }
-        case ValueType::kI64: { int64_t x; if (!c.Get(&x)) return false; out->i64 = x; out->u64 = static_cast<uint64_t>(x); return true; }
-        case ValueType::kF32: { float x; if (!c.Get(&x)) return false; out->f64 = x; return true; }
-        case ValueType::kF64: { double x; if (!c.Get(&x)) return false; out->f64 = x; return true; }
-        case ValueType::kBool: {
-          uint8_t x; if (!c.Get(&x)) return false;
-          out->b = x != 0; out->u64 = x; out->i64 = x; return true;
+        case ValueType::kU8: {
+          uint8_t x;
+          if (!c.Get(&x)) return false;
+          out->u64 = x;
+          out->i64 = x;
+          return true;
         }
-        case ValueType::kString: return c.GetString(&out->str);
-        default: return false;
+        case ValueType::kI8: {
+          int8_t x;
+          if (!c.Get(&x)) return false;
+          out->i64 = x;
+          out->u64 = static_cast<uint64_t>(x);
+          return true;
+        }
+        case ValueType::kU16: {
+          uint16_t x;
+          if (!c.Get(&x)) return false;
+          out->u64 = x;
+          out->i64 = x;
+          return true;
+        }
+        case ValueType::kI16: {
+          int16_t x;
+          if (!c.Get(&x)) return false;
+          out->i64 = x;
+          out->u64 = static_cast<uint64_t>(x);
+          return true;
+        }
+        case ValueType::kU32: {
+          uint32_t x;
+          if (!c.Get(&x)) return false;
+          out->u64 = x;
+          out->i64 = x;
+          return true;
+        }
+        case ValueType::kI32: {
+          int32_t x;
+          if (!c.Get(&x)) return false;
+          out->i64 = x;
+          out->u64 = static_cast<uint64_t>(x);
+          return true;
+        }
+        case ValueType::kU64: {
+          uint64_t x;
+          if (!c.Get(&x)) return false;
+          out->u64 = x;
+          out->i64 = static_cast<int64_t>(x);
+          return true;
+        }
+        case ValueType::kI64: {
+          int64_t x;
+          if (!c.Get(&x)) return false;
+          out->i64 = x;
+          out->u64 = static_cast<uint64_t>(x);
+          return true;
+        }
+        case ValueType::kF32: {
+          float x;
+          if (!c.Get(&x)) return false;
+          out->f64 = x;
+          return true;
+        }
+        case ValueType::kF64: {
+          double x;
+          if (!c.Get(&x)) return false;
+          out->f64 = x;
+          return true;
+        }
+        case ValueType::kBool: {
+          uint8_t x;
+          if (!c.Get(&x)) return false;
+          out->b = x != 0;
+          out->u64 = x;
+          out->i64 = x;
+          return true;
+        }
+        case ValueType::kString:
+          return c.GetString(&out->str);
+        default:
+          return false;
       }
     };
     if (v.type == ValueType::kArray) {
       uint32_t et;
-      if (!c.Get(&et) || !c.Get(&v.count)) return Error("truncated in metadata '" + key_str + "' (array header)");
+      if (!c.Get(&et) || !c.Get(&v.count))
+        return Error("truncated in metadata '" + key_str + "' (array header)");
       if (!KnownValueType(et))
-        return Error(StrFormat("metadata '%s' is an array of unknown type %u", key_str.c_str(), et));
+        return Error(
+            StrFormat("metadata '%s' is an array of unknown type %u", key_str.c_str(), et));
       v.elem_type = static_cast<ValueType>(et);
       if (v.elem_type == ValueType::kArray)
-        return Status::Unimplemented(path_ + ": metadata '" + key_str + "' is a nested array (not supported)");
+        return Status::Unimplemented(path_ + ": metadata '" + key_str +
+                                     "' is a nested array (not supported)");
       if (v.elem_type == ValueType::kString) {
         if (v.count > c.remaining() / 8)
           return Error(StrFormat("metadata '%s': array of %llu strings cannot fit in the file",
@@ -211,14 +296,16 @@ Status GgufFile::Parse() {
         for (uint64_t k = 0; k < v.count; ++k) {
           std::string_view s;
           if (!c.GetString(&s))
-            return Error(StrFormat("truncated in metadata '%s' element %llu", key_str.c_str(), (unsigned long long)k));
+            return Error(StrFormat("truncated in metadata '%s' element %llu", key_str.c_str(),
+                                   (unsigned long long)k));
           v.strings.push_back(s);
         }
       } else {
         const size_t es = ScalarSize(v.elem_type);
         if (v.count > c.remaining() / es)
-          return Error(StrFormat("metadata '%s': array of %llu elements runs past the end of the file",
-                                 key_str.c_str(), (unsigned long long)v.count));
+          return Error(
+              StrFormat("metadata '%s': array of %llu elements runs past the end of the file",
+                        key_str.c_str(), (unsigned long long)v.count));
         v.elems = c.here();
         (void)c.Skip(v.count * es);
       }
@@ -240,12 +327,14 @@ Status GgufFile::Parse() {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     TensorInfo t;
     std::string_view name;
-    if (!c.GetString(&name)) return Error(StrFormat("truncated in tensor info %llu (name)", (unsigned long long)i));
+    if (!c.GetString(&name))
+      return Error(StrFormat("truncated in tensor info %llu (name)", (unsigned long long)i));
     t.name = std::string(name);
     uint32_t n_dims;
     if (!c.Get(&n_dims)) return Error("truncated in tensor info '" + t.name + "'");
     if (n_dims == 0 || n_dims > kMaxDims)
-      return Error(StrFormat("tensor '%s' has %u dimensions (1..4 allowed)", t.name.c_str(), n_dims));
+      return Error(
+          StrFormat("tensor '%s' has %u dimensions (1..4 allowed)", t.name.c_str(), n_dims));
     uint64_t total = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t dim;
@@ -257,22 +346,26 @@ Status GgufFile::Parse() {
       t.dims.push_back(static_cast<int64_t>(dim));
     }
     uint32_t raw_type;
-    if (!c.Get(&raw_type) || !c.Get(&t.offset)) return Error("truncated in tensor info '" + t.name + "'");
+    if (!c.Get(&raw_type) || !c.Get(&t.offset))
+      return Error("truncated in tensor info '" + t.name + "'");
     auto traits = tensor::GetDTypeTraits(raw_type);
     if (!traits)
-      return Status::Unimplemented(
-          StrFormat("%s: tensor '%s' has unknown type id %u", path_.c_str(), t.name.c_str(), raw_type));
+      return Status::Unimplemented(StrFormat("%s: tensor '%s' has unknown type id %u",
+                                             path_.c_str(), t.name.c_str(), raw_type));
     t.dtype = static_cast<tensor::DType>(raw_type);
     if (t.dims[0] % traits->block_elems != 0)
-      return Error(StrFormat("tensor '%s': row length %lld is not a multiple of the %s block size %u",
-                             t.name.c_str(), (long long)t.dims[0], traits->name.data(), traits->block_elems));
+      return Error(StrFormat(
+          "tensor '%s': row length %lld is not a multiple of the %s block size %u", t.name.c_str(),
+          (long long)t.dims[0], traits->name.data(), traits->block_elems));
     const uint64_t blocks = total / traits->block_elems;
-    if (traits->block_bytes != 0 && blocks > std::numeric_limits<uint64_t>::max() / traits->block_bytes)
+    if (traits->block_bytes != 0 &&
+        blocks > std::numeric_limits<uint64_t>::max() / traits->block_bytes)
       return Error("tensor '" + t.name + "' has an overflowing byte size");
     t.nbytes = blocks * traits->block_bytes;
     if (t.offset % alignment_ != 0)
       return Error(StrFormat("tensor '%s' offset %llu is not a multiple of the alignment %llu",
-                             t.name.c_str(), (unsigned long long)t.offset, (unsigned long long)alignment_));
+                             t.name.c_str(), (unsigned long long)t.offset,
+                             (unsigned long long)alignment_));
     if (tensor_index_.count(t.name)) return Error("duplicate tensor name '" + t.name + "'");
     tensor_index_.emplace(t.name, tensors_.size());
     tensors_.push_back(std::move(t));
@@ -286,10 +379,11 @@ Status GgufFile::Parse() {
   const uint64_t data_size = data_offset_ <= size_ ? size_ - data_offset_ : 0;
   for (auto& t : tensors_) {
     if (t.offset > data_size || t.nbytes > data_size - t.offset)
-      return Error(StrFormat("tensor '%s' (offset %llu, %llu bytes) extends past the end of the file "
-                             "(data section holds %llu bytes)",
-                             t.name.c_str(), (unsigned long long)t.offset,
-                             (unsigned long long)t.nbytes, (unsigned long long)data_size));
+      return Error(
+          StrFormat("tensor '%s' (offset %llu, %llu bytes) extends past the end of the file "
+                    "(data section holds %llu bytes)",
+                    t.name.c_str(), (unsigned long long)t.offset, (unsigned long long)t.nbytes,
+                    (unsigned long long)data_size));
     t.data = base_ + data_offset_ + t.offset;
   }
   return Status::Ok();
@@ -306,11 +400,11 @@ const TensorInfo* GgufFile::FindTensor(std::string_view name) const {
 }
 
 namespace {
-Status Mistyped(const std::string& path, std::string_view key, std::string_view want, ValueType got) {
-  return Status::InvalidArgument(StrFormat("%s: metadata '%.*s' should be %.*s but is %.*s",
-                                           path.c_str(), (int)key.size(), key.data(),
-                                           (int)want.size(), want.data(),
-                                           (int)ValueTypeName(got).size(), ValueTypeName(got).data()));
+Status Mistyped(const std::string& path, std::string_view key, std::string_view want,
+                ValueType got) {
+  return Status::InvalidArgument(StrFormat(
+      "%s: metadata '%.*s' should be %.*s but is %.*s", path.c_str(), (int)key.size(), key.data(),
+      (int)want.size(), want.data(), (int)ValueTypeName(got).size(), ValueTypeName(got).data()));
 }
 Status Missing(const std::string& path, std::string_view key) {
   return Status::NotFound(StrFormat("%s: required metadata key '%.*s' is missing", path.c_str(),
@@ -329,7 +423,8 @@ Result<int64_t> GgufFile::GetInt(std::string_view key) const {
   const Value* v = Find(key);
   if (!v) return Missing(path_, key);
   if (!v->IsInteger()) return Mistyped(path_, key, "an integer", v->type);
-  if (v->type == ValueType::kU64 && v->u64 > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+  if (v->type == ValueType::kU64 &&
+      v->u64 > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     return Status::InvalidArgument(path_ + ": metadata '" + std::string(key) + "' is out of range");
   return v->i64;
 }
@@ -355,15 +450,19 @@ Result<const Value*> GgufFile::GetArray(std::string_view key, ValueType elem) co
   if (v->type != ValueType::kArray) return Mistyped(path_, key, "an array", v->type);
   bool ok = v->elem_type == elem;
   // Accept any integer width where an integer array is asked for, any float width for floats.
-  auto is_int = [](ValueType t) { Value x; x.type = t; return x.IsInteger(); };
+  auto is_int = [](ValueType t) {
+    Value x;
+    x.type = t;
+    return x.IsInteger();
+  };
   if (!ok && is_int(elem) && is_int(v->elem_type)) ok = true;
   if (!ok && (elem == ValueType::kF32 || elem == ValueType::kF64) &&
       (v->elem_type == ValueType::kF32 || v->elem_type == ValueType::kF64))
     ok = true;
   if (!ok)
-    return Status::InvalidArgument(StrFormat("%s: metadata '%.*s' is an array of %s, expected %s",
-                                             path_.c_str(), (int)key.size(), key.data(),
-                                             ValueTypeName(v->elem_type).data(), ValueTypeName(elem).data()));
+    return Status::InvalidArgument(StrFormat(
+        "%s: metadata '%.*s' is an array of %s, expected %s", path_.c_str(), (int)key.size(),
+        key.data(), ValueTypeName(v->elem_type).data(), ValueTypeName(elem).data()));
   return v;
 }
 
@@ -397,15 +496,43 @@ double GgufFile::ArrayFloat(const Value& v, uint64_t i) {
 int64_t GgufFile::ArrayInt(const Value& v, uint64_t i) {
   const uint8_t* p = v.elems + i * ScalarSize(v.elem_type);
   switch (v.elem_type) {
-    case ValueType::kU8: case ValueType::kBool: return *p;
-    case ValueType::kI8: return static_cast<int8_t>(*p);
-    case ValueType::kU16: { uint16_t x; std::memcpy(&x, p, 2); return x; }
-    case ValueType::kI16: { int16_t x; std::memcpy(&x, p, 2); return x; }
-    case ValueType::kU32: { uint32_t x; std::memcpy(&x, p, 4); return x; }
-    case ValueType::kI32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case ValueType::kU64: { uint64_t x; std::memcpy(&x, p, 8); return static_cast<int64_t>(x); }
-    case ValueType::kI64: { int64_t x; std::memcpy(&x, p, 8); return x; }
-    default: return 0;
+    case ValueType::kU8:
+    case ValueType::kBool:
+      return *p;
+    case ValueType::kI8:
+      return static_cast<int8_t>(*p);
+    case ValueType::kU16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      return x;
+    }
+    case ValueType::kI16: {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      return x;
+    }
+    case ValueType::kU32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case ValueType::kI32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case ValueType::kU64: {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<int64_t>(x);
+    }
+    case ValueType::kI64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return x;
+    }
+    default:
+      return 0;
   }
 }
 

@@ -22,8 +22,19 @@
 namespace kvforge::gguf {
 
 enum class ValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 std::string_view ValueTypeName(ValueType t);
 
@@ -39,8 +50,8 @@ struct Value {
   // Arrays only.
   ValueType elem_type = ValueType::kU8;
   uint64_t count = 0;
-  const uint8_t* elems = nullptr;           // packed elements (numeric arrays)
-  std::vector<std::string_view> strings;    // string arrays
+  const uint8_t* elems = nullptr;         // packed elements (numeric arrays)
+  std::vector<std::string_view> strings;  // string arrays
 
   bool IsInteger() const;
   bool IsFloat() const { return type == ValueType::kF32 || type == ValueType::kF64; }
@@ -50,12 +61,12 @@ struct TensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // ggml order: dims[0] is the contiguous (row) dimension
   tensor::DType dtype = tensor::DType::kF32;
-  uint64_t offset = 0;        // relative to the data section
+  uint64_t offset = 0;  // relative to the data section
   uint64_t nbytes = 0;
   const uint8_t* data = nullptr;
 
   int64_t NumElements() const;
-  int64_t Rows() const;       // product of dims[1..]
+  int64_t Rows() const;  // product of dims[1..]
 };
 
 class GgufFile {
@@ -63,7 +74,7 @@ class GgufFile {
   static Result<std::unique_ptr<GgufFile>> Open(const std::string& path);
   // Parses a caller-owned buffer (fuzzing, tests). The buffer must outlive the GgufFile.
   static Result<std::unique_ptr<GgufFile>> FromMemory(const uint8_t* data, size_t size,
-                                                       std::string name);
+                                                      std::string name);
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
@@ -81,8 +92,8 @@ class GgufFile {
 
   // Typed getters: NotFound when absent, InvalidArgument (naming key and types) when mistyped.
   Result<std::string> GetString(std::string_view key) const;
-  Result<int64_t> GetInt(std::string_view key) const;     // any integer type, range-checked
-  Result<double> GetFloat(std::string_view key) const;    // f32/f64 (integers accepted)
+  Result<int64_t> GetInt(std::string_view key) const;   // any integer type, range-checked
+  Result<double> GetFloat(std::string_view key) const;  // f32/f64 (integers accepted)
   Result<bool> GetBool(std::string_view key) const;
   Result<const Value*> GetArray(std::string_view key, ValueType elem) const;
   // Defaults for optional keys (a present but mistyped key is still an error).

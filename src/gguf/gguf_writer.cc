@@ -1,6 +1,6 @@
-#include <cerrno>
 #include "gguf/gguf_writer.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -90,19 +90,44 @@ void GgufWriter::CopyValue(const std::string& key, const Value& v) {
   PutKey(&kv_bytes_, key, v.type);
   auto put_scalar = [&](ValueType t, const Value& x) {
     switch (t) {
-      case ValueType::kU8: Put<uint8_t>(&kv_bytes_, static_cast<uint8_t>(x.u64)); break;
-      case ValueType::kI8: Put<int8_t>(&kv_bytes_, static_cast<int8_t>(x.i64)); break;
-      case ValueType::kU16: Put<uint16_t>(&kv_bytes_, static_cast<uint16_t>(x.u64)); break;
-      case ValueType::kI16: Put<int16_t>(&kv_bytes_, static_cast<int16_t>(x.i64)); break;
-      case ValueType::kU32: Put<uint32_t>(&kv_bytes_, static_cast<uint32_t>(x.u64)); break;
-      case ValueType::kI32: Put<int32_t>(&kv_bytes_, static_cast<int32_t>(x.i64)); break;
-      case ValueType::kU64: Put<uint64_t>(&kv_bytes_, x.u64); break;
-      case ValueType::kI64: Put<int64_t>(&kv_bytes_, x.i64); break;
-      case ValueType::kF32: Put<float>(&kv_bytes_, static_cast<float>(x.f64)); break;
-      case ValueType::kF64: Put<double>(&kv_bytes_, x.f64); break;
-      case ValueType::kBool: Put<uint8_t>(&kv_bytes_, x.b ? 1 : 0); break;
-      case ValueType::kString: PutString(&kv_bytes_, x.str); break;
-      default: break;
+      case ValueType::kU8:
+        Put<uint8_t>(&kv_bytes_, static_cast<uint8_t>(x.u64));
+        break;
+      case ValueType::kI8:
+        Put<int8_t>(&kv_bytes_, static_cast<int8_t>(x.i64));
+        break;
+      case ValueType::kU16:
+        Put<uint16_t>(&kv_bytes_, static_cast<uint16_t>(x.u64));
+        break;
+      case ValueType::kI16:
+        Put<int16_t>(&kv_bytes_, static_cast<int16_t>(x.i64));
+        break;
+      case ValueType::kU32:
+        Put<uint32_t>(&kv_bytes_, static_cast<uint32_t>(x.u64));
+        break;
+      case ValueType::kI32:
+        Put<int32_t>(&kv_bytes_, static_cast<int32_t>(x.i64));
+        break;
+      case ValueType::kU64:
+        Put<uint64_t>(&kv_bytes_, x.u64);
+        break;
+      case ValueType::kI64:
+        Put<int64_t>(&kv_bytes_, x.i64);
+        break;
+      case ValueType::kF32:
+        Put<float>(&kv_bytes_, static_cast<float>(x.f64));
+        break;
+      case ValueType::kF64:
+        Put<double>(&kv_bytes_, x.f64);
+        break;
+      case ValueType::kBool:
+        Put<uint8_t>(&kv_bytes_, x.b ? 1 : 0);
+        break;
+      case ValueType::kString:
+        PutString(&kv_bytes_, x.str);
+        break;
+      default:
+        break;
     }
   };
   if (v.type == ValueType::kArray) {
@@ -113,10 +138,23 @@ void GgufWriter::CopyValue(const std::string& key, const Value& v) {
     } else {
       size_t es = 0;
       switch (v.elem_type) {
-        case ValueType::kU8: case ValueType::kI8: case ValueType::kBool: es = 1; break;
-        case ValueType::kU16: case ValueType::kI16: es = 2; break;
-        case ValueType::kU32: case ValueType::kI32: case ValueType::kF32: es = 4; break;
-        default: es = 8; break;
+        case ValueType::kU8:
+        case ValueType::kI8:
+        case ValueType::kBool:
+          es = 1;
+          break;
+        case ValueType::kU16:
+        case ValueType::kI16:
+          es = 2;
+          break;
+        case ValueType::kU32:
+        case ValueType::kI32:
+        case ValueType::kF32:
+          es = 4;
+          break;
+        default:
+          es = 8;
+          break;
       }
       PutBytes(&kv_bytes_, v.elems, v.count * es);
     }
@@ -126,8 +164,8 @@ void GgufWriter::CopyValue(const std::string& key, const Value& v) {
   ++n_kv_;
 }
 
-Status GgufWriter::AddTensor(const std::string& name, tensor::DType dtype, std::vector<int64_t> dims,
-                             std::vector<uint8_t> data) {
+Status GgufWriter::AddTensor(const std::string& name, tensor::DType dtype,
+                             std::vector<int64_t> dims, std::vector<uint8_t> data) {
   if (dims.empty() || dims.size() > 4) return Status::InvalidArgument("tensor needs 1..4 dims");
   uint64_t n = 1;
   for (auto d : dims) n *= static_cast<uint64_t>(d);
@@ -136,7 +174,8 @@ Status GgufWriter::AddTensor(const std::string& name, tensor::DType dtype, std::
   const uint64_t expect = *row * (n / static_cast<uint64_t>(dims[0] == 0 ? 1 : dims[0]));
   if (data.size() != expect)
     return Status::InvalidArgument(base::StrFormat("tensor '%s': %zu bytes given, %llu expected",
-                                                   name.c_str(), data.size(), (unsigned long long)expect));
+                                                   name.c_str(), data.size(),
+                                                   (unsigned long long)expect));
   tensors_.push_back({name, dtype, std::move(dims), std::move(data)});
   return Status::Ok();
 }

@@ -112,8 +112,8 @@ inline void DotFloatTile(const uint8_t* row, const float* const* xs, int64_t col
 // 3 weight rows x 4 tokens: 12 accumulators, each 8-wide weight load (and f16/bf16 conversion)
 // feeds 4 FMAs and each activation load 3, so the loop is FMA-bound rather than load-bound.
 template <WType W>
-inline void DotFloatTile3x4(const uint8_t* r0, size_t row_bytes, const float* const* xs, int64_t cols,
-                            float* out /* [3][4] */) {
+inline void DotFloatTile3x4(const uint8_t* r0, size_t row_bytes, const float* const* xs,
+                            int64_t cols, float* out /* [3][4] */) {
   const uint8_t* r1 = r0 + row_bytes;
   const uint8_t* r2 = r1 + row_bytes;
   __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
@@ -139,9 +139,18 @@ inline void DotFloatTile3x4(const uint8_t* r0, size_t row_bytes, const float* co
     a13 = _mm256_fmadd_ps(w1, x, a13);
     a23 = _mm256_fmadd_ps(w2, x, a23);
   }
-  out[0] = HSum(a00); out[1] = HSum(a01); out[2] = HSum(a02); out[3] = HSum(a03);
-  out[4] = HSum(a10); out[5] = HSum(a11); out[6] = HSum(a12); out[7] = HSum(a13);
-  out[8] = HSum(a20); out[9] = HSum(a21); out[10] = HSum(a22); out[11] = HSum(a23);
+  out[0] = HSum(a00);
+  out[1] = HSum(a01);
+  out[2] = HSum(a02);
+  out[3] = HSum(a03);
+  out[4] = HSum(a10);
+  out[5] = HSum(a11);
+  out[6] = HSum(a12);
+  out[7] = HSum(a13);
+  out[8] = HSum(a20);
+  out[9] = HSum(a21);
+  out[10] = HSum(a22);
+  out[11] = HSum(a23);
   for (; i < cols; ++i) {
     const float w[3] = {LoadScalarW(W, r0, i), LoadScalarW(W, r1, i), LoadScalarW(W, r2, i)};
     for (int r = 0; r < 3; ++r)
@@ -156,8 +165,8 @@ inline __m256i LoadQ32(const uint8_t* blk) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
   } else {
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    __m256i bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(packed),
-                                            _mm_srli_epi16(packed, 4), 1);
+    __m256i bytes =
+        _mm256_insertf128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
     bytes = _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
     return _mm256_sub_epi8(bytes, _mm256_set1_epi8(8));
   }
@@ -183,7 +192,8 @@ inline void DotQuantTile(const uint8_t* row, const uint8_t* const* xs, int64_t n
       const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
       const __m256i sx = _mm256_sign_epi8(qx, qw);
       const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(wd * _cvtsh_ss(xd_bits)), _mm256_cvtepi32_ps(dot), acc[t]);
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_set1_ps(wd * _cvtsh_ss(xd_bits)), _mm256_cvtepi32_ps(dot), acc[t]);
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = HSum(acc[t]);
@@ -215,7 +225,8 @@ void MatMulTyped(const uint8_t* weights, size_t row_bytes, int64_t cols, const u
         if constexpr (NT == 4) {
           float o12[12];
           for (; r + 3 <= re; r += 3) {
-            DotFloatTile3x4<W>(weights + static_cast<size_t>(r) * row_bytes, row_bytes, xs, cols, o12);
+            DotFloatTile3x4<W>(weights + static_cast<size_t>(r) * row_bytes, row_bytes, xs, cols,
+                               o12);
             for (int q = 0; q < 3; ++q)
               for (int k = 0; k < 4; ++k) y[(t + k) * y_stride + r + q] = o12[q * 4 + k];
           }
@@ -238,11 +249,16 @@ void MatMulRowsAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t c
                     const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
                     int64_t r1) {
   switch (w) {
-    case WType::kF32: return MatMulTyped<WType::kF32>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kF16: return MatMulTyped<WType::kF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kBF16: return MatMulTyped<WType::kBF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kQ8_0: return MatMulTyped<WType::kQ8_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kQ4_0: return MatMulTyped<WType::kQ4_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kF32:
+      return MatMulTyped<WType::kF32>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kF16:
+      return MatMulTyped<WType::kF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kBF16:
+      return MatMulTyped<WType::kBF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ8_0:
+      return MatMulTyped<WType::kQ8_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ4_0:
+      return MatMulTyped<WType::kQ4_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
   }
 }
 
@@ -266,7 +282,8 @@ void QuantizeQ8_0Avx2(const float* x, uint8_t* dst, int64_t cols) {
     const __m256 mul = _mm256_set1_ps(id);
     __m256i q[4];
     for (int k = 0; k < 4; ++k)
-      q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      q[k] = _mm256_cvtps_epi32(
+          _mm256_round_ps(_mm256_mul_ps(v[k], mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     // Pack 32 int32 -> 32 int8 and undo the lane interleaving of the pack instructions.
     __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
     __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
@@ -297,7 +314,8 @@ void RmsNormAvx2(const float* x, const float* weight, float* out, int64_t n, flo
   const __m256 s = _mm256_set1_ps(scale);
   i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(weight + i)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s),
+                                            _mm256_loadu_ps(weight + i)));
   for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
@@ -315,7 +333,8 @@ void SwigluAvx2(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 inline __m256 LoadKv8(const uint8_t* row, int64_t d, bool is_f16) {
-  if (is_f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d)));
+  if (is_f16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d)));
   return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
 }
 
@@ -345,37 +364,49 @@ void SoftmaxAvx2(float* s, int64_t n) {
 // o[0 .. 8*NREG) = sum_p w[p] * V[p][d0 ..]: the output chunk lives in registers across all
 // positions (walked block by block, no per-position division), each V row chunk is read once.
 template <int NREG>
-void AccumulateV(const KvPageView& v, size_t head_off, int64_t d0, int64_t n_kv, const float* w, float* o) {
+void AccumulateV(const KvPageView& v, size_t head_off, int64_t d0, int64_t n_kv, const float* w,
+                 float* o) {
   __m256 acc[NREG];
   for (int r = 0; r < NREG; ++r) acc[r] = _mm256_setzero_ps();
   const int64_t bt = v.block_tokens;
   for (int64_t p0 = 0; p0 < n_kv; p0 += bt) {
-    const uint8_t* row = v.base + static_cast<size_t>(v.block_table[p0 / bt]) * v.block_stride + head_off;
+    const uint8_t* row =
+        v.base + static_cast<size_t>(v.block_table[p0 / bt]) * v.block_stride + head_off;
     const int64_t cnt = std::min<int64_t>(bt, n_kv - p0);
     for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) {
       const __m256 vw = _mm256_set1_ps(w[p0 + j]);
-      for (int r = 0; r < NREG; ++r) acc[r] = _mm256_fmadd_ps(vw, LoadKv8(row, d0 + 8 * r, v.is_f16), acc[r]);
+      for (int r = 0; r < NREG; ++r)
+        acc[r] = _mm256_fmadd_ps(vw, LoadKv8(row, d0 + 8 * r, v.is_f16), acc[r]);
     }
   }
   for (int r = 0; r < NREG; ++r) _mm256_storeu_ps(o + d0 + 8 * r, acc[r]);
 }
 
-void AccumulateVChunk(int nreg, const KvPageView& v, size_t head_off, int64_t d0, int64_t n_kv, const float* w,
-                      float* o) {
+void AccumulateVChunk(int nreg, const KvPageView& v, size_t head_off, int64_t d0, int64_t n_kv,
+                      const float* w, float* o) {
   switch (nreg) {
-    case 1: return AccumulateV<1>(v, head_off, d0, n_kv, w, o);
-    case 2: return AccumulateV<2>(v, head_off, d0, n_kv, w, o);
-    case 3: return AccumulateV<3>(v, head_off, d0, n_kv, w, o);
-    case 4: return AccumulateV<4>(v, head_off, d0, n_kv, w, o);
-    case 5: return AccumulateV<5>(v, head_off, d0, n_kv, w, o);
-    case 6: return AccumulateV<6>(v, head_off, d0, n_kv, w, o);
-    case 7: return AccumulateV<7>(v, head_off, d0, n_kv, w, o);
-    default: return AccumulateV<8>(v, head_off, d0, n_kv, w, o);
+    case 1:
+      return AccumulateV<1>(v, head_off, d0, n_kv, w, o);
+    case 2:
+      return AccumulateV<2>(v, head_off, d0, n_kv, w, o);
+    case 3:
+      return AccumulateV<3>(v, head_off, d0, n_kv, w, o);
+    case 4:
+      return AccumulateV<4>(v, head_off, d0, n_kv, w, o);
+    case 5:
+      return AccumulateV<5>(v, head_off, d0, n_kv, w, o);
+    case 6:
+      return AccumulateV<6>(v, head_off, d0, n_kv, w, o);
+    case 7:
+      return AccumulateV<7>(v, head_off, d0, n_kv, w, o);
+    default:
+      return AccumulateV<8>(v, head_off, d0, n_kv, w, o);
   }
 }
 
 // Dot products of q with the first hd8 elements of 4 K rows at once (independent FMA chains).
-inline void Dot4(const float* q, const uint8_t* k0, size_t stride, int64_t hd8, bool f16, float* out) {
+inline void Dot4(const float* q, const uint8_t* k0, size_t stride, int64_t hd8, bool f16,
+                 float* out) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t d = 0; d < hd8; d += 8) {
     const __m256 qv = _mm256_loadu_ps(q + d);
@@ -402,13 +433,15 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
       const size_t k_off = static_cast<size_t>(kvh) * a.k.head_stride;
       // Scores, block by block; each K row chunk stays in cache for the whole query group.
       for (int64_t p0 = 0; p0 < n_kv; p0 += bt) {
-        const uint8_t* kb = a.k.base + static_cast<size_t>(a.k.block_table[p0 / bt]) * a.k.block_stride + k_off;
+        const uint8_t* kb =
+            a.k.base + static_cast<size_t>(a.k.block_table[p0 / bt]) * a.k.block_stride + k_off;
         const int64_t cnt = std::min<int64_t>(bt, n_kv - p0);
         for (int32_t g = 0; g < group; ++g) {
           const float* q = q0 + g * hd;
           float* s = scratch + g * n_kv + p0;
           int64_t j = 0;
-          for (; j + 4 <= cnt; j += 4) Dot4(q, kb + j * a.k.token_stride, a.k.token_stride, hd8, a.k.is_f16, s + j);
+          for (; j + 4 <= cnt; j += 4)
+            Dot4(q, kb + j * a.k.token_stride, a.k.token_stride, hd8, a.k.is_f16, s + j);
           for (; j < cnt; ++j) {
             const uint8_t* krow = kb + j * a.k.token_stride;
             __m256 acc = _mm256_setzero_ps();
@@ -432,10 +465,12 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
         float* o = o0 + g * hd;
         const float* w = scratch + g * n_kv;
         for (int64_t d0 = 0; d0 < hd8; d0 += 64)
-          AccumulateVChunk(static_cast<int>(std::min<int64_t>(8, (hd8 - d0) / 8)), a.v, v_off, d0, n_kv, w, o);
+          AccumulateVChunk(static_cast<int>(std::min<int64_t>(8, (hd8 - d0) / 8)), a.v, v_off, d0,
+                           n_kv, w, o);
         for (int64_t d = hd8; d < hd; ++d) {
           float acc = 0;
-          for (int64_t p = 0; p < n_kv; ++p) acc += w[p] * KvAt(a.v.Token(p) + v_off, d, a.v.is_f16);
+          for (int64_t p = 0; p < n_kv; ++p)
+            acc += w[p] * KvAt(a.v.Token(p) + v_off, d, a.v.is_f16);
           o[d] = acc;
         }
       }
@@ -445,6 +480,7 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
 
 }  // namespace
 
-const KernelTable kAvx2Table = {"avx2", PrepareActAvx2, MatMulRowsAvx2, RmsNormAvx2, SwigluAvx2, AttentionAvx2};
+const KernelTable kAvx2Table = {"avx2",      PrepareActAvx2, MatMulRowsAvx2,
+                                RmsNormAvx2, SwigluAvx2,     AttentionAvx2};
 
 }  // namespace kvforge::kernels::internal

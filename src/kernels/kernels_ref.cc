@@ -99,7 +99,8 @@ void MatMulRowsRef(WType w, const uint8_t* weights, size_t row_bytes, int64_t co
   const size_t x_row = PreparedRowBytes(w, cols);
   for (int64_t t = 0; t < n_tok; ++t)
     for (int64_t r = r0; r < r1; ++r)
-      y[t * y_stride + r] = DotRowRef(w, weights + static_cast<size_t>(r) * row_bytes, cols, x + t * x_row);
+      y[t * y_stride + r] =
+          DotRowRef(w, weights + static_cast<size_t>(r) * row_bytes, cols, x + t * x_row);
 }
 
 void RmsNormRef(const float* x, const float* weight, float* out, int64_t n, float eps) {
@@ -140,7 +141,8 @@ void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, fl
   }
 }
 
-const KernelTable kRefTable = {"ref", PrepareActRef, MatMulRowsRef, RmsNormRef, SwigluRef, AttentionRef};
+const KernelTable kRefTable = {"ref",      PrepareActRef, MatMulRowsRef,
+                               RmsNormRef, SwigluRef,     AttentionRef};
 
 }  // namespace
 

@@ -42,7 +42,7 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
-  std::atomic<int> sleepers_{0};          // workers blocked in generation_.wait
+  std::atomic<int> sleepers_{0};             // workers blocked in generation_.wait
   std::atomic<bool> caller_waiting_{false};  // the caller blocked in pending_.wait
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0;

@@ -11,7 +11,8 @@ namespace kvforge::kvstore {
 KvStore::~KvStore() { std::free(data_); }
 
 Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& cfg) {
-  if (cfg.n_layer <= 0 || cfg.n_kv_head <= 0 || cfg.head_dim <= 0 || cfg.block_tokens <= 0 || cfg.num_blocks <= 0)
+  if (cfg.n_layer <= 0 || cfg.n_kv_head <= 0 || cfg.head_dim <= 0 || cfg.block_tokens <= 0 ||
+      cfg.num_blocks <= 0)
     return Status::InvalidArgument("KV store: every dimension must be positive");
   if (cfg.num_blocks > std::numeric_limits<int32_t>::max())
     return Status::InvalidArgument("KV store: too many blocks");
@@ -49,7 +50,8 @@ void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens) {
   const size_t n = static_cast<size_t>(n_tokens) * token_bytes_;
   for (int kind = 0; kind < 2; ++kind)
     for (int32_t l = 0; l < cfg_.n_layer; ++l)
-      std::memcpy(Row(static_cast<KvKind>(kind), l, dst, 0), Row(static_cast<KvKind>(kind), l, src, 0), n);
+      std::memcpy(Row(static_cast<KvKind>(kind), l, dst, 0),
+                  Row(static_cast<KvKind>(kind), l, src, 0), n);
 }
 
 // Serialised form (docs/kv_cache.md): [layer][K, V][block_tokens][n_kv_head][head_dim], the

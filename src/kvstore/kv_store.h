@@ -43,7 +43,8 @@ class KvStore {
   uint64_t bytes_per_token() const { return 2ull * cfg_.n_layer * token_bytes_; }
 
   uint8_t* Row(KvKind kind, int32_t layer, int32_t block, int32_t slot) const {
-    return data_ + (static_cast<size_t>(kind) * cfg_.n_layer + static_cast<size_t>(layer)) * region_bytes_ +
+    return data_ +
+           (static_cast<size_t>(kind) * cfg_.n_layer + static_cast<size_t>(layer)) * region_bytes_ +
            static_cast<size_t>(block) * block_bytes_ + static_cast<size_t>(slot) * token_bytes_;
   }
   // Paged view of one layer for a sequence whose block ids (in position order) are `table`.

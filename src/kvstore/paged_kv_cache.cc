@@ -110,7 +110,8 @@ Status PagedKvCache::CheckInvariants() const {
     if (t == nullptr || t->blocks().size() != dense.size())
       return Status::Internal("dense table out of sync for a sequence");
     for (size_t i = 0; i < dense.size(); ++i)
-      if (dense[i] != kvmeta::BlockIndex(t->blocks()[i])) return Status::Internal("dense table entry out of sync");
+      if (dense[i] != kvmeta::BlockIndex(t->blocks()[i]))
+        return Status::Internal("dense table entry out of sync");
   }
   return Status::Ok();
 }
@@ -119,14 +120,16 @@ uint8_t* PagedKvCache::KeyRow(int32_t layer, int64_t seq, int64_t pos) {
   const auto& t = Table(seq);
   const int32_t bt = block_tokens();
   KVF_DCHECK(pos >= 0 && pos < NumTokens(seq));
-  return store_->Row(KvKind::kKey, layer, t[static_cast<size_t>(pos / bt)], static_cast<int32_t>(pos % bt));
+  return store_->Row(KvKind::kKey, layer, t[static_cast<size_t>(pos / bt)],
+                     static_cast<int32_t>(pos % bt));
 }
 
 uint8_t* PagedKvCache::ValueRow(int32_t layer, int64_t seq, int64_t pos) {
   const auto& t = Table(seq);
   const int32_t bt = block_tokens();
   KVF_DCHECK(pos >= 0 && pos < NumTokens(seq));
-  return store_->Row(KvKind::kValue, layer, t[static_cast<size_t>(pos / bt)], static_cast<int32_t>(pos % bt));
+  return store_->Row(KvKind::kValue, layer, t[static_cast<size_t>(pos / bt)],
+                     static_cast<int32_t>(pos % bt));
 }
 
 kernels::KvPageView PagedKvCache::KeyView(int32_t layer, int64_t seq) const {

@@ -23,7 +23,8 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   return m;
 }
 
-Result<std::unique_ptr<Model>> Model::LoadFromMemory(const uint8_t* data, size_t size, std::string name) {
+Result<std::unique_ptr<Model>> Model::LoadFromMemory(const uint8_t* data, size_t size,
+                                                     std::string name) {
   std::unique_ptr<Model> m(new Model());
   KVF_ASSIGN_OR_RETURN(m->file_, gguf::GgufFile::FromMemory(data, size, std::move(name)));
   KVF_RETURN_IF_ERROR(m->Init());
@@ -74,7 +75,8 @@ void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Wor
   if (kernels::ActFormatFor(w.type) == kernels::ActFormat::kF32) {
     xp = reinterpret_cast<const uint8_t*>(x);  // already in the right format
   } else {
-    for (int64_t t = 0; t < n_tok; ++t) kt.prepare_act(w.type, x + t * w.cols, ws.act.data() + t * xrow, w.cols);
+    for (int64_t t = 0; t < n_tok; ++t)
+      kt.prepare_act(w.type, x + t * w.cols, ws.act.data() + t * xrow, w.cols);
     xp = ws.act.data();
   }
   pool.ParallelForGrain(w.rows, 16, [&](int64_t r0, int64_t r1, int) {
@@ -82,8 +84,8 @@ void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Wor
   });
 }
 
-Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws, kernels::ThreadPool& pool,
-                      std::vector<float>* logits) const {
+Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
+                      kernels::ThreadPool& pool, std::vector<float>* logits) const {
   const ModelConfig& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return Status::InvalidArgument("empty batch");
@@ -106,21 +108,24 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws, 
 
   // Token embeddings.
   for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* row = weights_.token_embd.data + static_cast<size_t>(batch.tokens[i]) * weights_.token_embd.row_bytes;
-    KVF_RETURN_IF_ERROR(tensor::DequantizeRow(static_cast<tensor::DType>(weights_.token_embd.type), row,
-                                              ws.x.data() + i * E, E));
+    const uint8_t* row = weights_.token_embd.data +
+                         static_cast<size_t>(batch.tokens[i]) * weights_.token_embd.row_bytes;
+    KVF_RETURN_IF_ERROR(tensor::DequantizeRow(static_cast<tensor::DType>(weights_.token_embd.type),
+                                              row, ws.x.data() + i * E, E));
   }
   // Token index -> position, for RoPE.
   std::vector<int64_t> pos(static_cast<size_t>(n));
   for (const auto& s : batch.seqs)
-    for (int64_t i = 0; i < s.n_tokens; ++i) pos[static_cast<size_t>(s.token_begin + i)] = s.pos0 + i;
+    for (int64_t i = 0; i < s.n_tokens; ++i)
+      pos[static_cast<size_t>(s.token_begin + i)] = s.pos0 + i;
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   const bool f16 = kv.is_f16();
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
     // Attention block.
-    for (int64_t i = 0; i < n; ++i) kt.rms_norm(ws.x.data() + i * E, L.attn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
+    for (int64_t i = 0; i < n; ++i)
+      kt.rms_norm(ws.x.data() + i * E, L.attn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
     MatMul(L.wq, ws.xn.data(), n, ws.q.data(), ws, pool);
     MatMul(L.wk, ws.xn.data(), n, ws.k.data(), ws, pool);
     MatMul(L.wv, ws.xn.data(), n, ws.v.data(), ws, pool);
@@ -135,9 +140,11 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws, 
     }
     for (int64_t i = 0; i < n; ++i) {
       kernels::Rope(ws.q.data() + i * QD, static_cast<int32_t>(c.n_head), static_cast<int32_t>(HD),
-                    static_cast<int32_t>(c.rope_dim), pos[i], c.rope_freq_base, c.rope_freq_scale, c.rope_neox);
-      kernels::Rope(ws.k.data() + i * KD, static_cast<int32_t>(c.n_head_kv), static_cast<int32_t>(HD),
-                    static_cast<int32_t>(c.rope_dim), pos[i], c.rope_freq_base, c.rope_freq_scale, c.rope_neox);
+                    static_cast<int32_t>(c.rope_dim), pos[i], c.rope_freq_base, c.rope_freq_scale,
+                    c.rope_neox);
+      kernels::Rope(ws.k.data() + i * KD, static_cast<int32_t>(c.n_head_kv),
+                    static_cast<int32_t>(HD), static_cast<int32_t>(c.rope_dim), pos[i],
+                    c.rope_freq_base, c.rope_freq_scale, c.rope_neox);
     }
     // Write this step's K/V rows into the cache.
     for (const auto& s : batch.seqs) {
@@ -196,7 +203,8 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws, 
     MatMul(L.wo, ws.attn.data(), n, ws.xn.data(), ws, pool);
     for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.xn[i];
     // Feed-forward block (SwiGLU).
-    for (int64_t i = 0; i < n; ++i) kt.rms_norm(ws.x.data() + i * E, L.ffn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
+    for (int64_t i = 0; i < n; ++i)
+      kt.rms_norm(ws.x.data() + i * E, L.ffn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
     MatMul(L.w_gate, ws.xn.data(), n, ws.gate.data(), ws, pool);
     MatMul(L.w_up, ws.xn.data(), n, ws.up.data(), ws, pool);
     kt.swiglu(ws.gate.data(), ws.up.data(), ws.ffn.data(), n * F);
@@ -217,7 +225,8 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws, 
   logits->resize(static_cast<size_t>(nr * c.n_vocab));
   if (nr == 0) return Status::Ok();
   for (int64_t r = 0; r < nr; ++r)
-    kt.rms_norm(ws.x.data() + rows[r] * E, weights_.output_norm.data(), ws.xn.data() + r * E, E, c.rms_eps);
+    kt.rms_norm(ws.x.data() + rows[r] * E, weights_.output_norm.data(), ws.xn.data() + r * E, E,
+                c.rms_eps);
   MatMul(weights_.output, ws.xn.data(), nr, logits->data(), ws, pool);
   return Status::Ok();
 }

@@ -33,8 +33,8 @@ struct SeqChunk {
   int64_t pos0 = 0;
   int64_t token_begin = 0;
   int64_t n_tokens = 0;
-  bool logits_all = false;   // logits for every token (perplexity) instead of only the last
-  bool logits_last = true;   // logits for the last token of the chunk
+  bool logits_all = false;  // logits for every token (perplexity) instead of only the last
+  bool logits_last = true;  // logits for the last token of the chunk
 };
 
 struct Batch {
@@ -49,8 +49,8 @@ class Workspace {
   void Ensure(const ModelConfig& c, int64_t n_tokens, int64_t max_kv_len, int n_threads);
 
   std::vector<float> x, xn, q, k, v, attn, gate, up, ffn;
-  std::vector<uint8_t> act;                  // prepared activations
-  std::vector<std::vector<float>> scratch;   // per-thread attention scores
+  std::vector<uint8_t> act;                 // prepared activations
+  std::vector<std::vector<float>> scratch;  // per-thread attention scores
   int64_t tokens_capacity = 0;
   int64_t kv_capacity = 0;
 };
@@ -60,7 +60,8 @@ class Model {
   // Opens the GGUF (mmap), reads the config, binds the weights.
   static Result<std::unique_ptr<Model>> Load(const std::string& path);
   // Same from caller-owned GGUF bytes that outlive the Model (the embedded default model).
-  static Result<std::unique_ptr<Model>> LoadFromMemory(const uint8_t* data, size_t size, std::string name);
+  static Result<std::unique_ptr<Model>> LoadFromMemory(const uint8_t* data, size_t size,
+                                                       std::string name);
   ~Model();
 
   const ModelConfig& config() const { return config_; }
@@ -70,8 +71,8 @@ class Model {
   // Runs one step. `logits` receives one row of n_vocab floats per requested logit row, in
   // batch order (per chunk: all tokens if logits_all, else the last if logits_last).
   // The KV slots must already have capacity for every position written.
-  Status Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws, kernels::ThreadPool& pool,
-                 std::vector<float>* logits) const;
+  Status Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
+                 kernels::ThreadPool& pool, std::vector<float>* logits) const;
 
   // Number of logit rows Forward() will produce for `batch`.
   static int64_t NumLogitRows(const Batch& batch);

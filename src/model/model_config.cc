@@ -28,7 +28,8 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   KVF_ASSIGN_OR_RETURN(c.n_ff, f.GetInt(a + "feed_forward_length"));
   KVF_ASSIGN_OR_RETURN(c.n_head, f.GetInt(a + "attention.head_count"));
   KVF_ASSIGN_OR_RETURN(c.n_ctx_train, f.GetIntOr(a + "context_length", 2048));
-  if (const auto* v = f.Find(a + "attention.head_count_kv"); v && v->type == gguf::ValueType::kArray)
+  if (const auto* v = f.Find(a + "attention.head_count_kv");
+      v && v->type == gguf::ValueType::kArray)
     return Status::Unimplemented(f.path() + ": per-layer head_count_kv arrays are not supported");
   KVF_ASSIGN_OR_RETURN(c.n_head_kv, f.GetIntOr(a + "attention.head_count_kv", c.n_head));
   double eps = 0;
@@ -71,7 +72,8 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
     if (type == "linear") {
       KVF_ASSIGN_OR_RETURN(factor, f.GetFloatOr(a + "rope.scaling.factor", 1.0));
     } else if (type != "none") {
-      return Status::Unimplemented(f.path() + ": rope scaling type '" + type + "' is not supported");
+      return Status::Unimplemented(f.path() + ": rope scaling type '" + type +
+                                   "' is not supported");
     }
   } else {
     KVF_ASSIGN_OR_RETURN(factor, f.GetFloatOr(a + "rope.scale_linear", 1.0));
@@ -81,8 +83,10 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
 
   const gguf::Value* tokens = f.Find("tokenizer.ggml.tokens");
   const gguf::TensorInfo* emb = f.FindTensor("token_embd.weight");
-  if (emb && emb->dims.size() == 2) c.n_vocab = emb->dims[1];
-  else if (tokens) c.n_vocab = static_cast<int64_t>(tokens->count);
+  if (emb && emb->dims.size() == 2)
+    c.n_vocab = emb->dims[1];
+  else if (tokens)
+    c.n_vocab = static_cast<int64_t>(tokens->count);
   if (c.n_vocab <= 0) return bad("cannot determine the vocabulary size");
   return c;
 }

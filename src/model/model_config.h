@@ -16,17 +16,17 @@ enum class Arch { kLlama, kQwen2 };
 
 struct ModelConfig {
   Arch arch = Arch::kLlama;
-  std::string arch_name;       // general.architecture
-  std::string name;            // general.name (may be empty)
+  std::string arch_name;  // general.architecture
+  std::string name;       // general.name (may be empty)
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  int64_t head_dim = 0;        // per-head width of Q/K/V
+  int64_t head_dim = 0;  // per-head width of Q/K/V
   int64_t n_ff = 0;
   int64_t n_ctx_train = 0;
-  int64_t rope_dim = 0;        // leading dims of each head that are rotated
+  int64_t rope_dim = 0;  // leading dims of each head that are rotated
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
   bool rope_neox = false;        // qwen2: rotate (i, i + d/2) pairs

@@ -41,7 +41,8 @@ struct Maker {
 
 }  // namespace
 
-Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab, const std::string& path) {
+Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
+                        const std::string& path) {
   RandomModelSpec s = in;
   if (s.kv_heads <= 0) s.kv_heads = s.heads;
   if (s.ffn == 0) s.ffn = (s.dim * 8 / 3 + 31) / 32 * 32;
@@ -72,8 +73,11 @@ Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab, 
   w.SetString("general.architecture", s.arch);
   w.SetString("general.name", base::StrFormat("kvforge-random-%s-d%lld-l%lld", s.arch.c_str(),
                                               (long long)s.dim, (long long)s.layers));
-  const uint32_t file_type = t == tensor::DType::kF32 ? 0 : t == tensor::DType::kF16 ? 1
-                           : t == tensor::DType::kQ4_0 ? 2 : t == tensor::DType::kQ8_0 ? 7 : 32;
+  const uint32_t file_type = t == tensor::DType::kF32    ? 0
+                             : t == tensor::DType::kF16  ? 1
+                             : t == tensor::DType::kQ4_0 ? 2
+                             : t == tensor::DType::kQ8_0 ? 7
+                                                         : 32;
   w.SetU32("general.file_type", file_type);
   w.SetU32(a + "context_length", static_cast<uint32_t>(s.ctx));
   w.SetU32(a + "embedding_length", static_cast<uint32_t>(s.dim));

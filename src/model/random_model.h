@@ -21,7 +21,7 @@ struct RandomModelSpec {
   int64_t layers = 2;
   int64_t heads = 4;
   int64_t kv_heads = 4;
-  int64_t ffn = 0;             // 0: 8/3 x dim rounded up to 32
+  int64_t ffn = 0;  // 0: 8/3 x dim rounded up to 32
   int64_t ctx = 2048;
   float rope_base = 10000.0f;
   tensor::DType dtype = tensor::DType::kF16;
@@ -30,6 +30,7 @@ struct RandomModelSpec {
 
 // Validates the spec (clear InvalidArgument on bad shapes) and writes the model to `path`,
 // copying every tokenizer.* key from `vocab`.
-Status WriteRandomModel(const RandomModelSpec& spec, const gguf::GgufFile& vocab, const std::string& path);
+Status WriteRandomModel(const RandomModelSpec& spec, const gguf::GgufFile& vocab,
+                        const std::string& path);
 
 }  // namespace kvforge::model

@@ -24,13 +24,16 @@ Result<const gguf::TensorInfo*> Need(const gguf::GgufFile& f, const std::string&
 }
 
 // cols = dims[0] (input width), rows = dims[1] (output width).
-Result<Matrix> BindMatrix(const gguf::GgufFile& f, const std::string& name, int64_t cols, int64_t rows) {
+Result<Matrix> BindMatrix(const gguf::GgufFile& f, const std::string& name, int64_t cols,
+                          int64_t rows) {
   KVF_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Need(f, name));
-  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) return ShapeError(f, *t, cols, rows);
+  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
+    return ShapeError(f, *t, cols, rows);
   if (!tensor::IsComputeSupported(t->dtype))
-    return Status::Unimplemented(StrFormat("%s: tensor '%s' has weight type %s, which this build cannot "
-                                           "compute with yet (supported: f32, f16, bf16, q8_0, q4_0)",
-                                           f.path().c_str(), name.c_str(), tensor::DTypeName(t->dtype).data()));
+    return Status::Unimplemented(
+        StrFormat("%s: tensor '%s' has weight type %s, which this build cannot "
+                  "compute with yet (supported: f32, f16, bf16, q8_0, q4_0)",
+                  f.path().c_str(), name.c_str(), tensor::DTypeName(t->dtype).data()));
   Matrix m;
   m.type = static_cast<kernels::WType>(t->dtype);
   m.data = t->data;
@@ -46,7 +49,8 @@ Result<std::vector<float>> BindVector(const gguf::GgufFile& f, const std::string
     return Status::InvalidArgument(StrFormat("%s: tensor '%s' should be a vector of %lld values",
                                              f.path().c_str(), name.c_str(), (long long)n));
   std::vector<float> v(static_cast<size_t>(n));
-  KVF_RETURN_IF_ERROR(tensor::DequantizeRow(t->dtype, t->data, v.data(), n).WithContext(f.path() + ": " + name));
+  KVF_RETURN_IF_ERROR(
+      tensor::DequantizeRow(t->dtype, t->data, v.data(), n).WithContext(f.path() + ": " + name));
   return v;
 }
 
@@ -80,8 +84,8 @@ Result<ModelWeights> ModelWeights::Bind(const gguf::GgufFile& f, const ModelConf
     KVF_ASSIGN_OR_RETURN(L.w_gate, BindMatrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff));
     KVF_ASSIGN_OR_RETURN(L.w_up, BindMatrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff));
     KVF_ASSIGN_OR_RETURN(L.w_down, BindMatrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd));
-    w.matrix_bytes += L.wq.Bytes() + L.wk.Bytes() + L.wv.Bytes() + L.wo.Bytes() +
-                      L.w_gate.Bytes() + L.w_up.Bytes() + L.w_down.Bytes();
+    w.matrix_bytes += L.wq.Bytes() + L.wk.Bytes() + L.wv.Bytes() + L.wo.Bytes() + L.w_gate.Bytes() +
+                      L.w_up.Bytes() + L.w_down.Bytes();
     w.layers.push_back(std::move(L));
   }
   return w;

@@ -30,17 +30,17 @@ struct LayerWeights {
   std::vector<float> attn_norm;  // [n_embd]
   Matrix wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;  // qwen2 only
-  std::vector<float> ffn_norm;   // [n_embd]
+  std::vector<float> ffn_norm;    // [n_embd]
   Matrix w_gate, w_up, w_down;
 };
 
 struct ModelWeights {
-  Matrix token_embd;             // [n_vocab x n_embd]; rows dequantized on lookup
+  Matrix token_embd;  // [n_vocab x n_embd]; rows dequantized on lookup
   std::vector<float> output_norm;
-  Matrix output;                 // [n_vocab x n_embd]; token_embd when tied
+  Matrix output;  // [n_vocab x n_embd]; token_embd when tied
   bool tied_output = false;
   std::vector<LayerWeights> layers;
-  uint64_t matrix_bytes = 0;     // bytes of all matrices (what a decode step streams)
+  uint64_t matrix_bytes = 0;  // bytes of all matrices (what a decode step streams)
 
   static Result<ModelWeights> Bind(const gguf::GgufFile& file, const ModelConfig& cfg);
 };

@@ -38,7 +38,6 @@ Status SamplingParams::Validate() const {
 
 namespace kvforge::sampling {
 
-
 Sampler::Sampler(const SamplingParams& params) : p_(params) {
   seed_ = p_.seed;
   if (seed_ == 0xFFFFFFFFull) seed_ = std::random_device{}();
@@ -64,24 +63,29 @@ float Sampler::LogProb(const float* logits, int64_t n_vocab, int32_t token,
     std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
     for (int64_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     const int32_t k = static_cast<int32_t>(std::min<int64_t>(n, n_vocab));
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                      [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-    for (int32_t i = 0; i < k; ++i) top->push_back({ids[static_cast<size_t>(i)], logits[ids[static_cast<size_t>(i)]] - lse});
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int32_t i = 0; i < k; ++i)
+      top->push_back({ids[static_cast<size_t>(i)], logits[ids[static_cast<size_t>(i)]] - lse});
   }
   return logits[token] - lse;
 }
 
 int32_t Sampler::Sample(float* logits, int64_t n_vocab, const std::vector<int32_t>& history) {
   // Penalties over the recent window.
-  if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
-    const size_t window = p_.penalty_last_n < 0 ? history.size()
-                                                : std::min(history.size(), static_cast<size_t>(p_.penalty_last_n));
+  if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
+      p_.frequency_penalty != 0.0f) {
+    const size_t window = p_.penalty_last_n < 0
+                              ? history.size()
+                              : std::min(history.size(), static_cast<size_t>(p_.penalty_last_n));
     std::unordered_map<int32_t, int> counts;
     for (size_t i = history.size() - window; i < history.size(); ++i) ++counts[history[i]];
     for (const auto& [id, cnt] : counts) {
       if (id < 0 || id >= n_vocab) continue;
       float& l = logits[id];
-      if (p_.repetition_penalty != 1.0f) l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
+      if (p_.repetition_penalty != 1.0f)
+        l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
       l -= static_cast<float>(cnt) * p_.frequency_penalty + (cnt > 0 ? p_.presence_penalty : 0.0f);
     }
   }
@@ -90,10 +94,13 @@ int32_t Sampler::Sample(float* logits, int64_t n_vocab, const std::vector<int32_
   cand_.clear();
   cand_.reserve(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_.emplace_back(logits[i], static_cast<int32_t>(i));
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   size_t keep = cand_.size();
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) keep = static_cast<size_t>(p_.top_k);
-  std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(), by_logit);
+  std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(),
+                    by_logit);
   cand_.resize(keep);
   // Probabilities at temperature 1 for the top-p / min-p cuts (llama.cpp applies them before
   // temperature in its default chain).

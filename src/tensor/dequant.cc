@@ -12,8 +12,9 @@ namespace kvforge::tensor {
 Status DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
   const DTypeTraits tr = Traits(t);
   if (tr.block_bytes == 0 || n % tr.block_elems != 0)
-    return Status::InvalidArgument(base::StrFormat("row of %lld elements is not a multiple of %s blocks",
-                                                   static_cast<long long>(n), tr.name.data()));
+    return Status::InvalidArgument(
+        base::StrFormat("row of %lld elements is not a multiple of %s blocks",
+                        static_cast<long long>(n), tr.name.data()));
   const auto* bytes = static_cast<const uint8_t*>(src);
   switch (t) {
     case DType::kF32:

@@ -46,9 +46,9 @@ enum class DType : uint32_t {
 };
 
 struct DTypeTraits {
-  std::string_view name;   // "f32", "q8_0", ...
-  uint32_t block_elems;    // elements per block (1 for plain types)
-  uint32_t block_bytes;    // bytes per block
+  std::string_view name;  // "f32", "q8_0", ...
+  uint32_t block_elems;   // elements per block (1 for plain types)
+  uint32_t block_bytes;   // bytes per block
 };
 
 // Traits for a raw GGUF type id; nullopt for ids this build does not know.

@@ -77,7 +77,6 @@ bool DecodeUtf8(std::string_view s, size_t i, uint32_t* cp, size_t* len) {
   return true;
 }
 
-
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;

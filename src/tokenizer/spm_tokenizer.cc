@@ -20,8 +20,10 @@ std::string EscapeWhitespace(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);
   for (char c : s) {
-    if (c == ' ') out += kSpace;
-    else out.push_back(c);
+    if (c == ' ')
+      out += kSpace;
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -98,7 +100,8 @@ void SpmTokenizer::EncodeFragment(std::string_view s, std::vector<TokenId>* out)
     begin = end;
   };
   for (size_t i = kSpace.size(); i + kSpace.size() <= s.size(); ++i) {
-    if (s.compare(i, kSpace.size(), kSpace) == 0 && s.compare(i - kSpace.size(), kSpace.size(), kSpace) != 0) {
+    if (s.compare(i, kSpace.size(), kSpace) == 0 &&
+        s.compare(i - kSpace.size(), kSpace.size(), kSpace) != 0) {
       flush(i);
       i += kSpace.size() - 1;
     }

@@ -62,7 +62,11 @@ size_t CompleteUtf8Prefix(std::string_view s) {
   while (i > 0 && back < 4) {
     const unsigned char c = static_cast<unsigned char>(s[i - 1]);
     if ((c & 0xC0) != 0x80) {
-      size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+      size_t need = c < 0x80             ? 1
+                    : (c & 0xE0) == 0xC0 ? 2
+                    : (c & 0xF0) == 0xE0 ? 3
+                    : (c & 0xF8) == 0xF0 ? 4
+                                         : 1;
       return (n - (i - 1)) >= need ? n : i - 1;
     }
     --i;

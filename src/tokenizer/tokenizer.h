@@ -44,8 +44,8 @@ class Tokenizer {
 
   // Splits text into raw-text fragments and special tokens (llama.cpp tokenizer_st_partition).
   struct Fragment {
-    TokenId token = kNoToken;   // != kNoToken: a matched special token
-    std::string_view text;      // raw text otherwise
+    TokenId token = kNoToken;  // != kNoToken: a matched special token
+    std::string_view text;     // raw text otherwise
   };
   std::vector<Fragment> PartitionSpecial(std::string_view text, bool parse_special) const;
 

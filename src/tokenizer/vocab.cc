@@ -13,18 +13,18 @@ TokenId Vocab::Find(std::string_view text) const {
   return it == to_id.end() ? kNoToken : it->second;
 }
 
-bool Vocab::IsEog(TokenId id) const {
-  return id != kNoToken && (id == eos || id == eot);
-}
+bool Vocab::IsEog(TokenId id) const { return id != kNoToken && (id == eos || id == eot); }
 
 Result<Vocab> Vocab::FromGguf(const gguf::GgufFile& f) {
   Vocab v;
   KVF_ASSIGN_OR_RETURN(v.model, f.GetString("tokenizer.ggml.model"));
   if (const auto* p = f.Find("tokenizer.ggml.pre"); p && p->type == gguf::ValueType::kString)
     v.pre = std::string(p->str);
-  KVF_ASSIGN_OR_RETURN(const gguf::Value* tokens, f.GetArray("tokenizer.ggml.tokens", gguf::ValueType::kString));
+  KVF_ASSIGN_OR_RETURN(const gguf::Value* tokens,
+                       f.GetArray("tokenizer.ggml.tokens", gguf::ValueType::kString));
   const size_t n = tokens->strings.size();
-  if (n == 0 || n > (1u << 24)) return Status::InvalidArgument(f.path() + ": vocabulary size out of range");
+  if (n == 0 || n > (1u << 24))
+    return Status::InvalidArgument(f.path() + ": vocabulary size out of range");
   v.texts.reserve(n);
   v.to_id.reserve(n * 2);
   for (size_t i = 0; i < n; ++i) {
@@ -34,21 +34,28 @@ Result<Vocab> Vocab::FromGguf(const gguf::GgufFile& f) {
   }
   v.scores.assign(n, 0.0f);
   if (f.Find("tokenizer.ggml.scores")) {
-    KVF_ASSIGN_OR_RETURN(const gguf::Value* s, f.GetArray("tokenizer.ggml.scores", gguf::ValueType::kF32));
-    if (s->count != n) return Status::InvalidArgument(f.path() + ": tokenizer.ggml.scores length != token count");
-    for (size_t i = 0; i < n; ++i) v.scores[i] = static_cast<float>(gguf::GgufFile::ArrayFloat(*s, i));
+    KVF_ASSIGN_OR_RETURN(const gguf::Value* s,
+                         f.GetArray("tokenizer.ggml.scores", gguf::ValueType::kF32));
+    if (s->count != n)
+      return Status::InvalidArgument(f.path() + ": tokenizer.ggml.scores length != token count");
+    for (size_t i = 0; i < n; ++i)
+      v.scores[i] = static_cast<float>(gguf::GgufFile::ArrayFloat(*s, i));
   }
   v.types.assign(n, TokenType::kNormal);
   if (f.Find("tokenizer.ggml.token_type")) {
-    KVF_ASSIGN_OR_RETURN(const gguf::Value* t, f.GetArray("tokenizer.ggml.token_type", gguf::ValueType::kI32));
-    if (t->count != n) return Status::InvalidArgument(f.path() + ": tokenizer.ggml.token_type length != token count");
+    KVF_ASSIGN_OR_RETURN(const gguf::Value* t,
+                         f.GetArray("tokenizer.ggml.token_type", gguf::ValueType::kI32));
+    if (t->count != n)
+      return Status::InvalidArgument(f.path() +
+                                     ": tokenizer.ggml.token_type length != token count");
     for (size_t i = 0; i < n; ++i) {
       const int64_t x = gguf::GgufFile::ArrayInt(*t, i);
       v.types[i] = (x >= 0 && x <= 6) ? static_cast<TokenType>(x) : TokenType::kNormal;
     }
   }
   if (f.Find("tokenizer.ggml.merges")) {
-    KVF_ASSIGN_OR_RETURN(const gguf::Value* m, f.GetArray("tokenizer.ggml.merges", gguf::ValueType::kString));
+    KVF_ASSIGN_OR_RETURN(const gguf::Value* m,
+                         f.GetArray("tokenizer.ggml.merges", gguf::ValueType::kString));
     v.merges.reserve(m->strings.size());
     for (auto s : m->strings) v.merges.emplace_back(s);
   }
@@ -57,7 +64,8 @@ Result<Vocab> Vocab::FromGguf(const gguf::GgufFile& f) {
     KVF_ASSIGN_OR_RETURN(int64_t id, f.GetIntOr(key, fallback));
     if (id == 0xFFFFFFFFll) id = kNoToken;  // llama.cpp writes u32 -1 for "none"
     if (id != kNoToken && (id < 0 || id >= static_cast<int64_t>(n))) {
-      KVF_LOG_WARN("%s: %s = %lld is outside the vocabulary; ignored", f.path().c_str(), key, (long long)id);
+      KVF_LOG_WARN("%s: %s = %lld is outside the vocabulary; ignored", f.path().c_str(), key,
+                   (long long)id);
       id = kNoToken;
     }
     *out = static_cast<TokenId>(id);
@@ -71,7 +79,8 @@ Result<Vocab> Vocab::FromGguf(const gguf::GgufFile& f) {
   KVF_ASSIGN_OR_RETURN(v.add_bos, f.GetBoolOr("tokenizer.ggml.add_bos_token", spm));
   KVF_ASSIGN_OR_RETURN(v.add_eos, f.GetBoolOr("tokenizer.ggml.add_eos_token", false));
   KVF_ASSIGN_OR_RETURN(v.add_space_prefix, f.GetBoolOr("tokenizer.ggml.add_space_prefix", spm));
-  KVF_ASSIGN_OR_RETURN(v.remove_extra_whitespaces, f.GetBoolOr("tokenizer.ggml.remove_extra_whitespaces", false));
+  KVF_ASSIGN_OR_RETURN(v.remove_extra_whitespaces,
+                       f.GetBoolOr("tokenizer.ggml.remove_extra_whitespaces", false));
   if (v.add_bos && v.bos == kNoToken) v.add_bos = false;
   if (v.add_eos && v.eos == kNoToken) v.add_eos = false;
 
@@ -85,8 +94,8 @@ Result<Vocab> Vocab::FromGguf(const gguf::GgufFile& f) {
       if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
       return -1;
     };
-    if (t.size() == 6 && t[0] == '<' && t[1] == '0' && t[2] == 'x' && t[5] == '>' && hex(t[3]) >= 0 &&
-        hex(t[4]) >= 0) {
+    if (t.size() == 6 && t[0] == '<' && t[1] == '0' && t[2] == 'x' && t[5] == '>' &&
+        hex(t[3]) >= 0 && hex(t[4]) >= 0) {
       const int b = hex(t[3]) * 16 + hex(t[4]);
       if (v.byte_tokens[b] == kNoToken) v.byte_tokens[b] = static_cast<TokenId>(i);
     }
@@ -102,9 +111,11 @@ Result<Vocab> Vocab::FromGguf(const gguf::GgufFile& f) {
   });
   // End-of-generation markers beyond EOS: control tokens such as <|eot_id|>, <|im_end|>.
   if (v.eot == kNoToken) {
-    for (const char* t : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"}) {
+    for (const char* t :
+         {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"}) {
       TokenId id = v.Find(t);
-      if (id != kNoToken && id != v.eos && v.types[static_cast<size_t>(id)] == TokenType::kControl) {
+      if (id != kNoToken && id != v.eos &&
+          v.types[static_cast<size_t>(id)] == TokenType::kControl) {
         v.eot = id;
         break;
       }

@@ -22,7 +22,13 @@ inline constexpr TokenId kNoToken = -1;
 
 // Values of tokenizer.ggml.token_type (llama.cpp's llama_token_type).
 enum class TokenType : int32_t {
-  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
 };
 
 // Hash/equality that accept std::string_view, so lookups build no temporary std::string.
@@ -32,8 +38,8 @@ struct TextHash {
 };
 
 struct Vocab {
-  std::string model;   // tokenizer.ggml.model: "llama" (SentencePiece), "gpt2" (byte-level BPE), ...
-  std::string pre;     // tokenizer.ggml.pre (BPE pre-tokenizer family)
+  std::string model;  // tokenizer.ggml.model: "llama" (SentencePiece), "gpt2" (byte-level BPE), ...
+  std::string pre;    // tokenizer.ggml.pre (BPE pre-tokenizer family)
   std::vector<std::string> texts;
   std::vector<float> scores;
   std::vector<TokenType> types;

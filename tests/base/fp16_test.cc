@@ -14,7 +14,7 @@ TEST(Fp16Test, KnownValues) {
   EXPECT_EQ(Fp32ToFp16(1.0f), 0x3C00);
   EXPECT_EQ(Fp32ToFp16(-2.0f), 0xC000);
   EXPECT_EQ(Fp32ToFp16(65504.0f), 0x7BFF);
-  EXPECT_EQ(Fp32ToFp16(65520.0f), 0x7C00);  // rounds to infinity
+  EXPECT_EQ(Fp32ToFp16(65520.0f), 0x7C00);               // rounds to infinity
   EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);  // tie rounds to even (zero)
   EXPECT_EQ(Fp32ToFp16(std::numeric_limits<float>::infinity()), 0x7C00);

@@ -9,7 +9,7 @@ TEST(StringsTest, JsonQuoteEscapesAndRepairsUtf8) {
   EXPECT_EQ(JsonQuote("a\"b\\c\n\t"), "\"a\\\"b\\\\c\\n\\t\"");
   EXPECT_EQ(JsonQuote(std::string("\x01", 1)), "\"\\u0001\"");
   EXPECT_EQ(JsonQuote("h\xC3\xA9"), "\"h\xC3\xA9\"");
-  EXPECT_EQ(JsonQuote("\xFF"), "\"\xEF\xBF\xBD\"");        // invalid byte -> U+FFFD
+  EXPECT_EQ(JsonQuote("\xFF"), "\"\xEF\xBF\xBD\"");                  // invalid byte -> U+FFFD
   EXPECT_EQ(JsonQuote("\xE2\x82"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");  // truncated sequence
 }
 

@@ -13,10 +13,12 @@ namespace kvforge {
 namespace {
 
 nlohmann::json LoadJson(const std::string& rel) {
-  return nlohmann::json::parse(kvforge::testing::ReadFileOrDie(kvforge::testing::SharedDir() + "/" + rel));
+  return nlohmann::json::parse(
+      kvforge::testing::ReadFileOrDie(kvforge::testing::SharedDir() + "/" + rel));
 }
 
-std::unique_ptr<Engine> MakeEngine(const std::string& model_rel, int32_t block_tokens = 16, bool f16 = true) {
+std::unique_ptr<Engine> MakeEngine(const std::string& model_rel, int32_t block_tokens = 16,
+                                   bool f16 = true) {
   EngineOptions o;
   o.model_path = model_rel.empty() ? "" : kvforge::testing::SharedDir() + "/" + model_rel;
   o.kv_block_tokens = block_tokens;
@@ -50,7 +52,8 @@ TEST_P(StoriesGolden, PromptIdsAndGreedyIdsMatchLlamaCpp) {
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     const auto want = c["gen_ids"].get<std::vector<int32_t>>();
     size_t check = want.size();
-    if (!c["first_step_with_margin_below_1e-2"].is_null()) check = c["first_step_with_margin_below_1e-2"].get<size_t>();
+    if (!c["first_step_with_margin_below_1e-2"].is_null())
+      check = c["first_step_with_margin_below_1e-2"].get<size_t>();
     ASSERT_GE(r->tokens.size(), check) << prompt;
     EXPECT_EQ(std::vector<int32_t>(r->tokens.begin(), r->tokens.begin() + static_cast<long>(check)),
               std::vector<int32_t>(want.begin(), want.begin() + static_cast<long>(check)))
@@ -63,8 +66,10 @@ TEST_P(StoriesGolden, PromptIdsAndGreedyIdsMatchLlamaCpp) {
 
 // Paged KV with block sizes 1, 16 and 32, f16 and f32 KV, file and embedded model.
 INSTANTIATE_TEST_SUITE_P(Configs, StoriesGolden,
-                         ::testing::Values(std::make_tuple(16, true, true), std::make_tuple(1, true, false),
-                                           std::make_tuple(32, true, false), std::make_tuple(16, false, false),
+                         ::testing::Values(std::make_tuple(16, true, true),
+                                           std::make_tuple(1, true, false),
+                                           std::make_tuple(32, true, false),
+                                           std::make_tuple(16, false, false),
                                            std::make_tuple(512, true, false)));
 
 // llama.cpp rounds activations to f16 before F16 matmuls and the attention's Q and softmax
@@ -75,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(Configs, StoriesGolden,
 
 TEST(Qwen2Golden, GreedyIdsAndLogprobsMatchLlamaCppAndTheOracle) {
   const auto ref = LoadJson("reference/tiny-random-qwen2-greedy.json");
-  auto oracle = kvforge::testing::ReferenceModel::Load(kvforge::testing::SharedDir() + "/models/tiny-random-qwen2.gguf");
+  auto oracle = kvforge::testing::ReferenceModel::Load(kvforge::testing::SharedDir() +
+                                                       "/models/tiny-random-qwen2.gguf");
   ASSERT_TRUE(oracle.ok()) << oracle.error().ToString();
   for (bool f16 : {false, true}) {
     auto engine = MakeEngine("models/tiny-random-qwen2.gguf", 16, f16);
@@ -89,7 +95,8 @@ TEST(Qwen2Golden, GreedyIdsAndLogprobsMatchLlamaCppAndTheOracle) {
       auto r = engine->Generate(prompt, p);
       ASSERT_TRUE(r.ok()) << r.error().ToString();
       size_t check = want.size();
-      if (!c["first_step_with_margin_below_1e-2"].is_null()) check = c["first_step_with_margin_below_1e-2"].get<size_t>();
+      if (!c["first_step_with_margin_below_1e-2"].is_null())
+        check = c["first_step_with_margin_below_1e-2"].get<size_t>();
       ASSERT_GE(r->tokens.size(), check);
       std::vector<std::vector<double>> exact;
       if (!f16) {
@@ -142,8 +149,10 @@ TEST(Llama2TinyRandom, LoadsAndGenerates) {
 TEST(Perplexity, MatchesLlamaPerplexity) {
   auto engine = MakeEngine("");
   ASSERT_NE(engine, nullptr);
-  const std::string text = kvforge::testing::ReadFileOrDie(kvforge::testing::SharedDir() + "/models/tinystories-val-head.txt");
-  for (auto [ctx, chunks, want] : {std::make_tuple(128, 100, 3.9403), std::make_tuple(512, 50, 3.8662)}) {
+  const std::string text = kvforge::testing::ReadFileOrDie(kvforge::testing::SharedDir() +
+                                                           "/models/tinystories-val-head.txt");
+  for (auto [ctx, chunks, want] :
+       {std::make_tuple(128, 100, 3.9403), std::make_tuple(512, 50, 3.8662)}) {
     PerplexityOptions o;
     o.ctx = ctx;
     o.max_chunks = chunks;

@@ -24,13 +24,14 @@ struct Golden {
 };
 
 Golden LoadGolden() {
-  const auto j = nlohmann::json::parse(
-      kvforge::testing::ReadFileOrDie(kvforge::testing::SharedDir() + "/reference/stories260K-greedy.json"));
+  const auto j = nlohmann::json::parse(kvforge::testing::ReadFileOrDie(
+      kvforge::testing::SharedDir() + "/reference/stories260K-greedy.json"));
   Golden g;
   for (const auto& c : j["cases"]) {
     g.prompts.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
     auto ids = c["gen_ids"].get<std::vector<int32_t>>();
-    if (!c["first_step_with_margin_below_1e-2"].is_null()) ids.resize(c["first_step_with_margin_below_1e-2"].get<size_t>());
+    if (!c["first_step_with_margin_below_1e-2"].is_null())
+      ids.resize(c["first_step_with_margin_below_1e-2"].get<size_t>());
     g.gen.push_back(ids);
   }
   return g;
@@ -45,14 +46,16 @@ SamplingParams Greedy(int n = 64) {
   return p;
 }
 
-void ExpectGolden(const std::vector<RequestOutput>& outs, const Golden& g, const std::string& what) {
+void ExpectGolden(const std::vector<RequestOutput>& outs, const Golden& g,
+                  const std::string& what) {
   ASSERT_EQ(outs.size(), g.prompts.size()) << what;
   for (size_t i = 0; i < outs.size(); ++i) {
     ASSERT_TRUE(outs[i].finished) << what;
     ASSERT_EQ(outs[i].outputs.size(), 1u) << what;
     const auto& ids = outs[i].outputs[0].token_ids;
     ASSERT_GE(ids.size(), g.gen[i].size()) << what << " prompt " << i;
-    EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<long>(g.gen[i].size())), g.gen[i])
+    EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<long>(g.gen[i].size())),
+              g.gen[i])
         << what << " prompt " << i;
   }
 }
@@ -137,7 +140,8 @@ TEST(LLMTest, ParallelSamplingSharesThePromptBlocks) {
   auto a = llm.generate(Prompts{g.prompts[0]}, p);
   auto b = llm.generate(Prompts{g.prompts[0]}, p);
   ASSERT_TRUE(a.ok() && b.ok());
-  for (size_t k = 0; k < 3; ++k) EXPECT_EQ((*a)[0].outputs[k].token_ids, (*b)[0].outputs[k].token_ids);
+  for (size_t k = 0; k < 3; ++k)
+    EXPECT_EQ((*a)[0].outputs[k].token_ids, (*b)[0].outputs[k].token_ids);
   EXPECT_NE((*a)[0].outputs[0].token_ids, (*a)[0].outputs[1].token_ids);
   EXPECT_EQ(llm.stats().kv_usage, 0.0);
 }
@@ -176,9 +180,10 @@ TEST(LLMTest, StreamingDeltasConcatenateToTheFinalText) {
   SamplingParams p = Greedy(48);
   p.stop = {"Lily"};
   std::string streamed;
-  auto outs = llm.generate(std::vector<std::string>{"Once upon a time"}, p, [&](const RequestOutput& o) {
-    for (const auto& d : o.delta_text) streamed += d;
-  });
+  auto outs =
+      llm.generate(std::vector<std::string>{"Once upon a time"}, p, [&](const RequestOutput& o) {
+        for (const auto& d : o.delta_text) streamed += d;
+      });
   ASSERT_TRUE(outs.ok());
   EXPECT_EQ((*outs)[0].outputs[0].finish_reason, "stop");
   EXPECT_EQ((*outs)[0].outputs[0].text, ", there was a little girl named ");
@@ -192,14 +197,17 @@ TEST(LLMTest, InvalidRequestsAreRejectedBeforeScheduling) {
   SamplingParams p = Greedy(8);
   p.top_p = 2;
   EXPECT_EQ(llm.generate(Prompts{{1, 403}}, p).error().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(llm.generate(Prompts{{1, 403}}, Greedy(600)).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(llm.generate(Prompts{{1, 403}}, Greedy(600)).error().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(llm.generate(Prompts{{}}, Greedy(8)).error().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(llm.generate(Prompts{{1, 99999}}, Greedy(8)).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(llm.generate(Prompts{{1, 99999}}, Greedy(8)).error().code(),
+            StatusCode::kInvalidArgument);
   LLMConfig small = Base();
   small.kv_cache_memory_bytes = 640 * 16 * 2;  // 2 blocks = 32 tokens
   LLM tiny(small);
   ASSERT_TRUE(tiny.ok());
-  EXPECT_EQ(tiny.generate(Prompts{{1, 403, 407}}, Greedy(100)).error().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(tiny.generate(Prompts{{1, 403, 407}}, Greedy(100)).error().code(),
+            StatusCode::kResourceExhausted);
   LLMConfig bad = Base();
   bad.batching = "sometimes";
   EXPECT_FALSE(LLM(bad).ok());
@@ -217,12 +225,13 @@ TEST(AsyncEngineTest, ConcurrentClientsGetTheSequentialOutputs) {
   for (int t = 0; t < 4; ++t) {
     clients.emplace_back([&, t] {
       for (size_t i = static_cast<size_t>(t); i < g.prompts.size() * 2; i += 4) {
-        auto id = (*engine)->Submit(g.prompts[i % g.prompts.size()], Greedy(), [&](const RequestOutput& o) {
-          if (!o.finished) return;
-          std::lock_guard<std::mutex> lock(mu);
-          done[o.request_id] = o;
-          cv.notify_all();
-        });
+        auto id = (*engine)->Submit(g.prompts[i % g.prompts.size()], Greedy(),
+                                    [&](const RequestOutput& o) {
+                                      if (!o.finished) return;
+                                      std::lock_guard<std::mutex> lock(mu);
+                                      done[o.request_id] = o;
+                                      cv.notify_all();
+                                    });
         ASSERT_TRUE(id.ok());
         std::lock_guard<std::mutex> lock(mu);
         ids.emplace_back(*id, i % g.prompts.size());
@@ -235,7 +244,9 @@ TEST(AsyncEngineTest, ConcurrentClientsGetTheSequentialOutputs) {
   for (const auto& [id, idx] : ids) {
     const auto& ids_out = done[id].outputs[0].token_ids;
     ASSERT_GE(ids_out.size(), g.gen[idx].size());
-    EXPECT_EQ(std::vector<int32_t>(ids_out.begin(), ids_out.begin() + static_cast<long>(g.gen[idx].size())), g.gen[idx]);
+    EXPECT_EQ(std::vector<int32_t>(ids_out.begin(),
+                                   ids_out.begin() + static_cast<long>(g.gen[idx].size())),
+              g.gen[idx]);
   }
 }
 
@@ -266,7 +277,8 @@ TEST(AsyncEngineTest, AbortFreesTheBlocks) {
   EXPECT_EQ(reason, "abort");
   lock.unlock();
   // Stats are refreshed after the engine thread's next iteration.
-  for (int i = 0; i < 1000 && (*engine)->Stats().kv_usage != 0.0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 1000 && (*engine)->Stats().kv_usage != 0.0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ((*engine)->Stats().kv_usage, 0.0);
   EXPECT_EQ((*engine)->Stats().num_running, 0);
 }
@@ -279,11 +291,15 @@ namespace {
 
 // The API shape users know from vLLM compiles and works as written in the README.
 TEST(LLMTest, ReadmeShapedApi) {
-  kvforge::LLM llm({.model = "", .max_model_len = 512, .kv_cache_memory_bytes = 64ull << 20,
-                    .max_num_batched_tokens = 256, .max_num_seqs = 8});
+  kvforge::LLM llm({.model = "",
+                    .max_model_len = 512,
+                    .kv_cache_memory_bytes = 64ull << 20,
+                    .max_num_batched_tokens = 256,
+                    .max_num_seqs = 8});
   ASSERT_TRUE(llm.ok()) << llm.status().ToString();
   std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
-  auto outputs = llm.generate(prompts, kvforge::SamplingParams{.temperature = 0.8f, .max_tokens = 16});
+  auto outputs =
+      llm.generate(prompts, kvforge::SamplingParams{.temperature = 0.8f, .max_tokens = 16});
   ASSERT_TRUE(outputs.ok());
   ASSERT_EQ(outputs->size(), 2u);
   for (const auto& o : *outputs) {

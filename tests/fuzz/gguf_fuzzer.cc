@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto* v = (*f)->Find(key);
     sink += v->str.size();
     for (auto s : v->strings) sink += s.empty() ? 0 : static_cast<uint8_t>(s.back());
-    if (v->elems != nullptr && v->count > 0) sink += static_cast<size_t>(kvforge::gguf::GgufFile::ArrayInt(*v, v->count - 1));
+    if (v->elems != nullptr && v->count > 0)
+      sink += static_cast<size_t>(kvforge::gguf::GgufFile::ArrayInt(*v, v->count - 1));
   }
   for (const auto& t : (*f)->tensors())
     if (t.nbytes > 0) sink += t.data[0] + t.data[t.nbytes - 1];

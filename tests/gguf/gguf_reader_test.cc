@@ -54,7 +54,8 @@ TEST(GgufReaderTest, RoundTripsEveryValueType) {
   EXPECT_EQ(w->nbytes, 512u);
   EXPECT_EQ(w->data[5], 5);
   EXPECT_EQ((*f)->FindTensor("q")->nbytes, 68u);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(w->data) % 32, reinterpret_cast<uintptr_t>(bytes.data()) % 32);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w->data) % 32,
+            reinterpret_cast<uintptr_t>(bytes.data()) % 32);
   // Typed getters name the key on mismatch or absence.
   EXPECT_EQ((*f)->GetInt("general.architecture").error().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*f)->GetString("nope").error().code(), StatusCode::kNotFound);
@@ -93,7 +94,8 @@ TEST(GgufReaderTest, TruncationAtEveryOffsetIsACleanError) {
 }
 
 TEST(GgufReaderTest, TruncatedRealModelIsACleanError) {
-  const std::string data = kvforge::testing::ReadFileOrDie(kvforge::testing::SharedDir() + "/models/stories260K.gguf");
+  const std::string data =
+      kvforge::testing::ReadFileOrDie(kvforge::testing::SharedDir() + "/models/stories260K.gguf");
   std::vector<uint8_t> bytes(data.begin(), data.end());
   for (size_t n = 0; n < bytes.size(); n += bytes.size() / 97 + 1) {
     std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
@@ -149,18 +151,29 @@ TEST(GgufReaderTest, SpecificCorruptionsGetSpecificErrors) {
   EXPECT_NE(ParseBytes(b).message().find("unknown value type 77"), std::string::npos);
 }
 
-std::vector<uint8_t> WithTensors(const std::vector<std::tuple<std::string, uint32_t, uint64_t, uint64_t>>& ts,
-                                 size_t data_bytes) {
+std::vector<uint8_t> WithTensors(
+    const std::vector<std::tuple<std::string, uint32_t, uint64_t, uint64_t>>& ts,
+    size_t data_bytes) {
   // Hand-built file: no metadata, tensors (name, type, dim0, offset).
   std::vector<uint8_t> b;
-  auto put = [&](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  auto put = [&](const void* p, size_t n) {
+    b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
   uint32_t magic = 0x46554747, ver = 3;
   uint64_t nt = ts.size(), nkv = 0;
-  put(&magic, 4); put(&ver, 4); put(&nt, 8); put(&nkv, 8);
+  put(&magic, 4);
+  put(&ver, 4);
+  put(&nt, 8);
+  put(&nkv, 8);
   for (const auto& [name, type, dim, off] : ts) {
     uint64_t len = name.size();
     uint32_t nd = 1;
-    put(&len, 8); put(name.data(), name.size()); put(&nd, 4); put(&dim, 8); put(&type, 4); put(&off, 8);
+    put(&len, 8);
+    put(name.data(), name.size());
+    put(&nd, 4);
+    put(&dim, 8);
+    put(&type, 4);
+    put(&off, 8);
   }
   b.resize((b.size() + 31) / 32 * 32 + data_bytes, 0);
   return b;
@@ -168,13 +181,19 @@ std::vector<uint8_t> WithTensors(const std::vector<std::tuple<std::string, uint3
 
 TEST(GgufReaderTest, TensorTableValidation) {
   EXPECT_TRUE(ParseBytes(WithTensors({{"a", 0, 8, 0}}, 32)).ok());
-  EXPECT_NE(ParseBytes(WithTensors({{"a", 0, 8, 0}}, 16)).message().find("past the end"), std::string::npos);
-  EXPECT_NE(ParseBytes(WithTensors({{"a", 0, 8, 0}, {"a", 0, 8, 32}}, 64)).message().find("duplicate tensor"),
+  EXPECT_NE(ParseBytes(WithTensors({{"a", 0, 8, 0}}, 16)).message().find("past the end"),
+            std::string::npos);
+  EXPECT_NE(ParseBytes(WithTensors({{"a", 0, 8, 0}, {"a", 0, 8, 32}}, 64))
+                .message()
+                .find("duplicate tensor"),
             std::string::npos);
   EXPECT_EQ(ParseBytes(WithTensors({{"a", 200, 8, 0}}, 32)).code(), StatusCode::kUnimplemented);
-  EXPECT_NE(ParseBytes(WithTensors({{"a", 0, 8, 4}}, 64)).message().find("alignment"), std::string::npos);
-  EXPECT_NE(ParseBytes(WithTensors({{"a", 8, 33, 0}}, 64)).message().find("block size"), std::string::npos);
-  EXPECT_NE(ParseBytes(WithTensors({{"a", 0, 1ull << 62, 0}}, 64)).message().find("overflow"), std::string::npos);
+  EXPECT_NE(ParseBytes(WithTensors({{"a", 0, 8, 4}}, 64)).message().find("alignment"),
+            std::string::npos);
+  EXPECT_NE(ParseBytes(WithTensors({{"a", 8, 33, 0}}, 64)).message().find("block size"),
+            std::string::npos);
+  EXPECT_NE(ParseBytes(WithTensors({{"a", 0, 1ull << 62, 0}}, 64)).message().find("overflow"),
+            std::string::npos);
   EXPECT_FALSE(ParseBytes(WithTensors({{"a", 0, 8, ~0ull - 31}}, 64)).ok());
 }
 

@@ -54,19 +54,26 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
         std::vector<uint8_t> xref(xr * n_tok + 1), xsimd(xr * n_tok + 1);
         std::vector<float> yref(static_cast<size_t>(n_tok * rows)), ysimd(yref.size());
         const KernelTable& ref = ReferenceTable();
-        for (int64_t t = 0; t < n_tok; ++t) ref.prepare_act(w, x.data() + t * cols, xref.data() + 1 + t * xr, cols);
-        ref.matmul_rows(w, wbuf.data() + 1, rb, cols, xref.data() + 1, n_tok, yref.data(), rows, 0, rows);
+        for (int64_t t = 0; t < n_tok; ++t)
+          ref.prepare_act(w, x.data() + t * cols, xref.data() + 1 + t * xr, cols);
+        ref.matmul_rows(w, wbuf.data() + 1, rb, cols, xref.data() + 1, n_tok, yref.data(), rows, 0,
+                        rows);
         for (const KernelTable* k : Simd()) {
-          for (int64_t t = 0; t < n_tok; ++t) k->prepare_act(w, x.data() + t * cols, xsimd.data() + 1 + t * xr, cols);
+          for (int64_t t = 0; t < n_tok; ++t)
+            k->prepare_act(w, x.data() + t * cols, xsimd.data() + 1 + t * xr, cols);
           // Prepared activations are bit-identical (same rounding rule).
           EXPECT_EQ(0, std::memcmp(xsimd.data() + 1, xref.data() + 1, xr * n_tok)) << k->name;
           std::fill(ysimd.begin(), ysimd.end(), 0.0f);
           // Split the rows in two calls to test partial ranges.
-          k->matmul_rows(w, wbuf.data() + 1, rb, cols, xsimd.data() + 1, n_tok, ysimd.data(), rows, 0, rows / 2);
-          k->matmul_rows(w, wbuf.data() + 1, rb, cols, xsimd.data() + 1, n_tok, ysimd.data(), rows, rows / 2, rows);
+          k->matmul_rows(w, wbuf.data() + 1, rb, cols, xsimd.data() + 1, n_tok, ysimd.data(), rows,
+                         0, rows / 2);
+          k->matmul_rows(w, wbuf.data() + 1, rb, cols, xsimd.data() + 1, n_tok, ysimd.data(), rows,
+                         rows / 2, rows);
           for (size_t i = 0; i < yref.size(); ++i)
-            ASSERT_NEAR(ysimd[i], yref[i], 1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(yref[i])))
-                << k->name << " cols " << cols << " rows " << rows << " ntok " << n_tok << " i " << i;
+            ASSERT_NEAR(ysimd[i], yref[i],
+                        1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(yref[i])))
+                << k->name << " cols " << cols << " rows " << rows << " ntok " << n_tok << " i "
+                << i;
         }
       }
     }
@@ -74,13 +81,15 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, MatMulTest,
-                         ::testing::Values(WType::kF32, WType::kF16, WType::kBF16, WType::kQ8_0, WType::kQ4_0));
+                         ::testing::Values(WType::kF32, WType::kF16, WType::kBF16, WType::kQ8_0,
+                                           WType::kQ4_0));
 
 TEST(KernelsTest, RmsNormAndSwiglu) {
   std::mt19937 rng(9);
   std::normal_distribution<float> nd;
   for (int64_t n : {1, 7, 8, 31, 64, 4097}) {
-    std::vector<float> x(static_cast<size_t>(n)), w(x.size()), a(x.size()), b(x.size()), r(x.size()), s(x.size());
+    std::vector<float> x(static_cast<size_t>(n)), w(x.size()), a(x.size()), b(x.size()),
+        r(x.size()), s(x.size());
     for (auto& v : x) v = nd(rng) * 3;
     for (auto& v : w) v = nd(rng);
     ReferenceTable().rms_norm(x.data(), w.data(), r.data(), n, 1e-5f);
@@ -120,8 +129,8 @@ TEST(KernelsTest, AttentionOverShuffledPagesMatchesReference) {
   std::mt19937 rng(21);
   std::normal_distribution<float> nd;
   for (bool f16 : {false, true}) {
-    for (auto [n_head, n_kv, hd] : {std::make_tuple(4, 4, 8), std::make_tuple(8, 2, 16), std::make_tuple(4, 1, 12),
-                                    std::make_tuple(2, 1, 64)}) {
+    for (auto [n_head, n_kv, hd] : {std::make_tuple(4, 4, 8), std::make_tuple(8, 2, 16),
+                                    std::make_tuple(4, 1, 12), std::make_tuple(2, 1, 64)}) {
       const int32_t block_tokens = 5;
       const int64_t pos0 = 13, n_q = 4, total = pos0 + n_q;
       const int64_t n_blocks = (total + block_tokens - 1) / block_tokens;
@@ -129,7 +138,8 @@ TEST(KernelsTest, AttentionOverShuffledPagesMatchesReference) {
       const size_t token_stride = static_cast<size_t>(n_kv * hd) * elem;
       const size_t block_stride = token_stride * block_tokens;
       std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-      for (int64_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);  // reversed
+      for (int64_t i = 0; i < n_blocks; ++i)
+        table[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);  // reversed
       std::vector<uint8_t> kbuf(block_stride * n_blocks), vbuf(kbuf.size());
       for (size_t i = 0; i < kbuf.size() / elem; ++i) {
         const float kv = nd(rng), vv = nd(rng);
@@ -154,16 +164,20 @@ TEST(KernelsTest, AttentionOverShuffledPagesMatchesReference) {
       a.n_kv_head = n_kv;
       a.head_dim = hd;
       a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      a.k = {kbuf.data(), table.data(), block_tokens, block_stride, token_stride, static_cast<size_t>(hd) * elem, f16};
+      a.k = {kbuf.data(),  table.data(), block_tokens,
+             block_stride, token_stride, static_cast<size_t>(hd) * elem,
+             f16};
       a.v = a.k;
       a.v.base = vbuf.data();
-      std::vector<float> want(q.size()), got(q.size()), scratch(static_cast<size_t>(total * n_head));
+      std::vector<float> want(q.size()), got(q.size()),
+          scratch(static_cast<size_t>(total * n_head));
       a.out = want.data();
       ReferenceTable().attention(a, 0, n_kv, scratch.data());
       for (const KernelTable* k : Simd()) {
         a.out = got.data();
         k->attention(a, 0, n_kv, scratch.data());
-        for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << k->name << " f16 " << f16;
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-5) << k->name << " f16 " << f16;
       }
     }
   }

@@ -27,7 +27,8 @@ struct Run {
   kernels::ThreadPool pool{2};
 };
 
-std::unique_ptr<Run> MakeRun(const std::string& path, int32_t block_tokens, bool f16_kv, int32_t seqs = 1) {
+std::unique_ptr<Run> MakeRun(const std::string& path, int32_t block_tokens, bool f16_kv,
+                             int32_t seqs = 1) {
   auto r = std::make_unique<Run>();
   auto m = Model::Load(path);
   EXPECT_TRUE(m.ok()) << m.error().ToString();
@@ -48,7 +49,8 @@ std::unique_ptr<Run> MakeRun(const std::string& path, int32_t block_tokens, bool
 }
 
 // All-token logits for `tokens` fed in chunks of `chunk` tokens into slot `seq`.
-std::vector<float> EngineLogits(Run& r, const std::vector<int32_t>& tokens, int64_t chunk, int32_t seq = 0) {
+std::vector<float> EngineLogits(Run& r, const std::vector<int32_t>& tokens, int64_t chunk,
+                                int32_t seq = 0) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t V = r.model->config().n_vocab;
   r.kv->Free(seq);
@@ -96,7 +98,8 @@ class ForwardVsReference : public ::testing::TestWithParam<Case> {};
 
 std::string ModelPath(const Case& c) {
   if (!c.path.empty()) return kvforge::testing::SharedDir() + "/" + c.path;
-  const std::string out = (std::filesystem::temp_directory_path() / ("kvf_fwd_" + c.name + ".gguf")).string();
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("kvf_fwd_" + c.name + ".gguf")).string();
   auto vocab = gguf::GgufFile::Open(kvforge::testing::SharedDir() + "/models/stories260K.gguf");
   EXPECT_TRUE(vocab.ok());
   Status s = WriteRandomModel(c.spec, **vocab, out);
@@ -122,19 +125,22 @@ TEST_P(ForwardVsReference, EveryKernelTableMatchesTheOracle) {
     const size_t V = want[0].size();
     for (size_t i = 0; i < want.size(); ++i) {
       std::vector<double> row = want[i];
-      const size_t best = static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      const size_t best =
+          static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
       const double top = row[best];
       row[best] = -1e300;
       const double second = *std::max_element(row.begin(), row.end());
       if (top - second < 0.05 * std::max(1.0, std::fabs(top))) continue;
       const auto* g = got.data() + i * V;
-      EXPECT_EQ(static_cast<size_t>(std::max_element(g, g + V) - g), best) << c.name << " position " << i;
+      EXPECT_EQ(static_cast<size_t>(std::max_element(g, g + V) - g), best)
+          << c.name << " position " << i;
     }
   }
   kernels::SetActive(kernels::AvailableTables().back()->name);
 }
 
-RandomModelSpec Spec(int64_t heads, int64_t kv_heads, tensor::DType dt, const char* arch = "llama") {
+RandomModelSpec Spec(int64_t heads, int64_t kv_heads, tensor::DType dt,
+                     const char* arch = "llama") {
   RandomModelSpec s;
   s.arch = arch;
   s.dim = 64;
@@ -174,7 +180,8 @@ TEST(ForwardInvarianceTest, ChunkSizeBlockSizeAndKvTypeDoNotChangeLogits) {
     for (int64_t chunk : {1, 7, 50}) {
       const auto got = EngineLogits(*run, tokens, chunk);
       double md = 0;
-      for (size_t i = 0; i < got.size(); ++i) md = std::max(md, static_cast<double>(std::fabs(got[i] - base[i])));
+      for (size_t i = 0; i < got.size(); ++i)
+        md = std::max(md, static_cast<double>(std::fabs(got[i] - base[i])));
       EXPECT_LT(md, 1e-4) << "block " << bs << " chunk " << chunk;
     }
   }
@@ -196,18 +203,21 @@ TEST(ForwardInvarianceTest, BatchOfSequencesMatchesEachAlone) {
   const std::string path = kvforge::testing::SharedDir() + "/models/stories260K.gguf";
   auto run = MakeRun(path, 16, false, 3);
   ASSERT_NE(run, nullptr);
-  const std::vector<std::vector<int32_t>> prompts = {RandomTokens(512, 9, 1), RandomTokens(512, 17, 2),
-                                                     RandomTokens(512, 4, 3)};
+  const std::vector<std::vector<int32_t>> prompts = {
+      RandomTokens(512, 9, 1), RandomTokens(512, 17, 2), RandomTokens(512, 4, 3)};
   std::vector<std::vector<float>> alone;
-  for (size_t s = 0; s < prompts.size(); ++s) alone.push_back(EngineLogits(*run, prompts[s], 64, static_cast<int32_t>(s)));
+  for (size_t s = 0; s < prompts.size(); ++s)
+    alone.push_back(EngineLogits(*run, prompts[s], 64, static_cast<int32_t>(s)));
   // Now prefill all three in one batch (last-token logits), then a mixed decode step.
   Batch batch;
   int64_t at = 0;
   for (size_t s = 0; s < prompts.size(); ++s) {
     run->kv->Free(static_cast<int32_t>(s));
-    ASSERT_TRUE(run->kv->AddSequence(static_cast<int32_t>(s), static_cast<int64_t>(prompts[s].size())));
+    ASSERT_TRUE(
+        run->kv->AddSequence(static_cast<int32_t>(s), static_cast<int64_t>(prompts[s].size())));
     batch.tokens.insert(batch.tokens.end(), prompts[s].begin(), prompts[s].end());
-    batch.seqs.push_back({static_cast<int32_t>(s), 0, at, static_cast<int64_t>(prompts[s].size()), false, true});
+    batch.seqs.push_back(
+        {static_cast<int32_t>(s), 0, at, static_cast<int64_t>(prompts[s].size()), false, true});
     at += static_cast<int64_t>(prompts[s].size());
   }
   std::vector<float> logits;

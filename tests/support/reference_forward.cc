@@ -40,8 +40,10 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& 
   KVF_ASSIGN_OR_RETURN(im.c, model::ModelConfig::FromGguf(*im.file));
   KVF_RETURN_IF_ERROR(im.Read("token_embd.weight", &im.tok));
   KVF_RETURN_IF_ERROR(im.Read("output_norm.weight", &im.out_norm));
-  if (im.file->FindTensor("output.weight")) KVF_RETURN_IF_ERROR(im.Read("output.weight", &im.out));
-  else im.out = im.tok;
+  if (im.file->FindTensor("output.weight"))
+    KVF_RETURN_IF_ERROR(im.Read("output.weight", &im.out));
+  else
+    im.out = im.tok;
   for (int64_t l = 0; l < im.c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     Impl::Layer L;
@@ -70,7 +72,8 @@ std::vector<double> MatVec(const Mat& w, const std::vector<double>& x, int64_t r
   std::vector<double> y(static_cast<size_t>(rows), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     double s = 0;
-    for (int64_t c = 0; c < cols; ++c) s += w[static_cast<size_t>(r * cols + c)] * x[static_cast<size_t>(c)];
+    for (int64_t c = 0; c < cols; ++c)
+      s += w[static_cast<size_t>(r * cols + c)] * x[static_cast<size_t>(c)];
     y[static_cast<size_t>(r)] = s;
   }
   return y;
@@ -85,11 +88,12 @@ std::vector<double> RmsNorm(const std::vector<double>& x, const Mat& w, double e
   return y;
 }
 
-void Rope(std::vector<double>& v, int64_t n_heads, int64_t hd, int64_t rot, int64_t pos, double base,
-          double freq_scale, bool neox) {
+void Rope(std::vector<double>& v, int64_t n_heads, int64_t hd, int64_t rot, int64_t pos,
+          double base, double freq_scale, bool neox) {
   for (int64_t h = 0; h < n_heads; ++h) {
     for (int64_t k = 0; k < rot / 2; ++k) {
-      const double theta = static_cast<double>(pos) * freq_scale * std::pow(base, -2.0 * static_cast<double>(k) / static_cast<double>(rot));
+      const double theta = static_cast<double>(pos) * freq_scale *
+                           std::pow(base, -2.0 * static_cast<double>(k) / static_cast<double>(rot));
       const int64_t i0 = h * hd + (neox ? k : 2 * k);
       const int64_t i1 = h * hd + (neox ? k + rot / 2 : 2 * k + 1);
       const double a = v[static_cast<size_t>(i0)], b = v[static_cast<size_t>(i1)];
@@ -105,7 +109,8 @@ std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_
   const Impl& im = *impl_;
   const model::ModelConfig& c = im.c;
   const int64_t E = c.n_embd, HD = c.head_dim, QD = c.q_dim(), KD = c.kv_dim();
-  std::vector<std::vector<std::vector<double>>> kc(static_cast<size_t>(c.n_layer)), vc(static_cast<size_t>(c.n_layer));
+  std::vector<std::vector<std::vector<double>>> kc(static_cast<size_t>(c.n_layer)),
+      vc(static_cast<size_t>(c.n_layer));
   std::vector<std::vector<double>> all;
   for (size_t pos = 0; pos < tokens.size(); ++pos) {
     std::vector<double> x(im.tok.begin() + tokens[pos] * E, im.tok.begin() + (tokens[pos] + 1) * E);
@@ -120,8 +125,10 @@ std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_
           v[static_cast<size_t>(i)] += L.bv[static_cast<size_t>(i)];
         }
       }
-      Rope(q, c.n_head, HD, c.rope_dim, static_cast<int64_t>(pos), c.rope_freq_base, c.rope_freq_scale, c.rope_neox);
-      Rope(k, c.n_head_kv, HD, c.rope_dim, static_cast<int64_t>(pos), c.rope_freq_base, c.rope_freq_scale, c.rope_neox);
+      Rope(q, c.n_head, HD, c.rope_dim, static_cast<int64_t>(pos), c.rope_freq_base,
+           c.rope_freq_scale, c.rope_neox);
+      Rope(k, c.n_head_kv, HD, c.rope_dim, static_cast<int64_t>(pos), c.rope_freq_base,
+           c.rope_freq_scale, c.rope_neox);
       kc[static_cast<size_t>(l)].push_back(k);
       vc[static_cast<size_t>(l)].push_back(v);
       std::vector<double> att(static_cast<size_t>(QD), 0.0);
@@ -133,7 +140,8 @@ std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_
         for (size_t p = 0; p <= pos; ++p) {
           double d = 0;
           for (int64_t i = 0; i < HD; ++i)
-            d += q[static_cast<size_t>(h * HD + i)] * kc[static_cast<size_t>(l)][p][static_cast<size_t>(kvh * HD + i)];
+            d += q[static_cast<size_t>(h * HD + i)] *
+                 kc[static_cast<size_t>(l)][p][static_cast<size_t>(kvh * HD + i)];
           s[p] = d / std::sqrt(static_cast<double>(HD));
           mx = std::max(mx, s[p]);
         }
@@ -141,7 +149,8 @@ std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_
         for (auto& e : s) sum += (e = std::exp(e - mx));
         for (size_t p = 0; p <= pos; ++p)
           for (int64_t i = 0; i < HD; ++i)
-            att[static_cast<size_t>(h * HD + i)] += s[p] / sum * vc[static_cast<size_t>(l)][p][static_cast<size_t>(kvh * HD + i)];
+            att[static_cast<size_t>(h * HD + i)] +=
+                s[p] / sum * vc[static_cast<size_t>(l)][p][static_cast<size_t>(kvh * HD + i)];
       }
       auto o = MatVec(L.wo, att, E);
       for (int64_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];

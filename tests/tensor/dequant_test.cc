@@ -57,7 +57,9 @@ TEST(DequantTest, QuantizeRoundTripErrorIsBounded) {
     ASSERT_TRUE(DequantizeRow(t, buf, y, 64).ok());
     // Max error: half a step (amax/127) for q8_0; for q4_0 one step (amax/8), because its codes
     // span [-8d, 7d] and the side opposite the signed maximum clips by up to a step (as ggml).
-    const float tol = t == DType::kQ8_0 ? 11.0f / 127 * 0.51f : t == DType::kQ4_0 ? 11.0f / 8 * 1.01f : 0.05f;
+    const float tol = t == DType::kQ8_0   ? 11.0f / 127 * 0.51f
+                      : t == DType::kQ4_0 ? 11.0f / 8 * 1.01f
+                                          : 0.05f;
     for (int i = 0; i < 64; ++i) EXPECT_NEAR(y[i], x[i], tol) << DTypeName(t) << " " << i;
   }
 }

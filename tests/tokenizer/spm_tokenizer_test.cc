@@ -42,7 +42,8 @@ TEST_P(SpmVectorsTest, MatchesLlamaCppVectors) {
     EXPECT_EQ(got, c.expected) << "input: '" << c.input << "'";
     // Decoding gives back the text (with the SentencePiece leading space when the input had none).
     std::string dec = tok->Decode(ids);
-    if (!c.input.empty() && tok->vocab().add_space_prefix && !dec.empty() && dec[0] == ' ') dec.erase(0, 1);
+    if (!c.input.empty() && tok->vocab().add_space_prefix && !dec.empty() && dec[0] == ' ')
+      dec.erase(0, 1);
     EXPECT_EQ(dec, c.input);
   }
   EXPECT_EQ(failures, 0);
@@ -54,7 +55,8 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, SpmVectorsTest,
 TEST(SpmTokenizerTest, StoriesPromptIdsMatchLlamaCpp) {
   auto tok = Load("models/stories260K.gguf");
   ASSERT_NE(tok, nullptr);
-  EXPECT_EQ(tok->Encode("Once upon a time", true, false), (std::vector<TokenId>{1, 403, 407, 261, 378}));
+  EXPECT_EQ(tok->Encode("Once upon a time", true, false),
+            (std::vector<TokenId>{1, 403, 407, 261, 378}));
   EXPECT_TRUE(tok->Encode("", false, false).empty());
   EXPECT_EQ(tok->Encode("", true, false), (std::vector<TokenId>{1}));
 }
@@ -105,17 +107,29 @@ TEST(StreamDecoderTest, RandomUnicodeRoundTripsThroughStream) {
   auto tok = Load("tokenizer-tests/ggml-vocab-llama-spm.gguf");
   ASSERT_NE(tok, nullptr);
   std::mt19937 rng(7);
-  const char32_t ranges[][2] = {{0x20, 0x7E}, {0xA0, 0x24F}, {0x370, 0x3FF}, {0x4E00, 0x4FFF}, {0x1F600, 0x1F64F}};
+  const char32_t ranges[][2] = {
+      {0x20, 0x7E}, {0xA0, 0x24F}, {0x370, 0x3FF}, {0x4E00, 0x4FFF}, {0x1F600, 0x1F64F}};
   for (int iter = 0; iter < 200; ++iter) {
     std::string text;
     const int len = 1 + static_cast<int>(rng() % 40);
     for (int i = 0; i < len; ++i) {
       const auto& r = ranges[rng() % 5];
       char32_t cp = r[0] + rng() % (r[1] - r[0] + 1);
-      if (cp < 0x80) text.push_back(static_cast<char>(cp));
-      else if (cp < 0x800) { text.push_back(static_cast<char>(0xC0 | (cp >> 6))); text.push_back(static_cast<char>(0x80 | (cp & 0x3F))); }
-      else if (cp < 0x10000) { text.push_back(static_cast<char>(0xE0 | (cp >> 12))); text.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F))); text.push_back(static_cast<char>(0x80 | (cp & 0x3F))); }
-      else { text.push_back(static_cast<char>(0xF0 | (cp >> 18))); text.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F))); text.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F))); text.push_back(static_cast<char>(0x80 | (cp & 0x3F))); }
+      if (cp < 0x80)
+        text.push_back(static_cast<char>(cp));
+      else if (cp < 0x800) {
+        text.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        text.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      } else if (cp < 0x10000) {
+        text.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+        text.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        text.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      } else {
+        text.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+        text.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+        text.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        text.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      }
     }
     const auto ids = tok->Encode(text, false, false);
     StreamDecoder d(*tok);

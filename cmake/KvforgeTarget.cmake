@@ -44,5 +44,5 @@ function(kvforge_test name)
   endif()
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
                        PROPERTIES LABELS "${T_LABELS}"
-                       ENVIRONMENT "KVF_SHARED_DIR=${KVF_SHARED_DIR};KVF_SOURCE_DIR=${CMAKE_SOURCE_DIR};KVF_BINARY_DIR=${CMAKE_BINARY_DIR}")
+                       ENVIRONMENT "KVF_SHARED_DIR=${KVF_SHARED_DIR}")
 endfunction()

@@ -237,7 +237,7 @@ int ThroughputMain(const Args& args) {
 int BenchMain(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fputs(
-        "usage: kvforge bench (throughput|latency|batched|memory) [flags]   (add --help for "
+        "usage: kvforge bench (throughput|latency|batched|memory|serve) [flags]   (add --help for "
         "each)\n",
         args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
@@ -250,7 +250,7 @@ int BenchMain(const Args& args) {
 #ifdef KVF_HAVE_SERVER
   if (args[0] == "serve") return BenchServeMain(rest);
 #endif
-  std::fprintf(stderr, "kvforge: unknown bench '%s' (throughput, latency, batched, memory)\n",
+  std::fprintf(stderr, "kvforge: unknown bench '%s' (throughput, latency, batched, memory, serve)\n",
                args[0].c_str());
   return 2;
 }

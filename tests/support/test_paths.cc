@@ -14,9 +14,9 @@ std::string EnvOr(const char* name, const char* fallback) {
 }
 }  // namespace
 
-std::string SharedDir() { return EnvOr("KVF_SHARED_DIR", "../shared"); }
-std::string SourceDir() { return EnvOr("KVF_SOURCE_DIR", "."); }
-std::string BinaryDir() { return EnvOr("KVF_BINARY_DIR", "build"); }
+std::string SharedDir() { return EnvOr("KVF_SHARED_DIR", KVF_DEFAULT_SHARED_DIR); }
+std::string SourceDir() { return EnvOr("KVF_SOURCE_DIR", KVF_DEFAULT_SOURCE_DIR); }
+std::string BinaryDir() { return EnvOr("KVF_BINARY_DIR", KVF_DEFAULT_BINARY_DIR); }
 
 std::string ReadFileOrDie(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,5 +1,6 @@
 // test_paths.h — where tests find shared data, the source tree and the build tree.
-// CTest passes KVF_SHARED_DIR / KVF_SOURCE_DIR / KVF_BINARY_DIR; fallbacks are relative guesses.
+// Environment variables KVF_SHARED_DIR / KVF_SOURCE_DIR / KVF_BINARY_DIR win; otherwise the
+// paths CMake configured are used.
 #pragma once
 
 #include <string>

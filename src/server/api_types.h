@@ -1,0 +1,157 @@
+// server/api_types.h — the plain structs that cross the server's internal boundaries.
+//
+// The codec (openai_codec.cc, the only TU that sees JSON) turns request bodies into these structs
+// and these structs into response bodies; routes and the server logic work on them only. Field
+// names follow the OpenAI / vLLM wire names where one exists. Types and ranges the codec can check
+// from the JSON alone are already checked when a struct reaches the server.
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvforge/sampling_params.h"
+
+namespace kvforge::server {
+
+// An OpenAI-style error: {"error": {"message", "type", "param", "code"}} sent with http_status.
+struct ApiError {
+  int http_status = 500;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending request field; empty: null
+  std::string code;   // a short machine-readable code; empty: null
+};
+
+// One prompt of a completions request: text, or token ids given by the client.
+struct Prompt {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+// Fields shared by /v1/completions and /v1/chat/completions.
+struct GenerationFields {
+  std::string model;              // empty: not given (the served model)
+  SamplingParams params;          // OpenAI defaults: temperature 1, top_p 1, top_k and min_p off
+  bool max_tokens_given = false;  // false: completions default 16, chat: the rest of the context
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int32_t priority = 0;        // lower runs earlier under --scheduling-policy priority (vLLM)
+  std::string cache_salt;      // accepted and ignored until prefix caching lands
+  int32_t logprobs = -1;       // -1: none; else alternatives per token (0..20)
+  bool echo = false;           // completions: prepend the prompt text to each choice
+};
+
+struct CompletionRequest {
+  GenerationFields gen;
+  std::vector<Prompt> prompts;  // at least one
+};
+
+// A conversation for the chat template.
+struct ChatInput {
+  std::vector<std::pair<std::string, std::string>> messages;  // (role, content text) for checks
+  // The messages as a JSON array for the template: every field the client sent, with `content`
+  // normalised to a string (text parts joined with "\n").
+  std::string messages_json;
+  std::string tools_json;  // a JSON array, or empty when absent
+  // chat_template_kwargs: extra template variables, name -> JSON value text.
+  std::vector<std::pair<std::string, std::string>> template_kwargs;
+  bool add_generation_prompt = true;
+};
+
+struct ChatRequest {
+  GenerationFields gen;
+  ChatInput chat;
+};
+
+// POST /tokenize (vLLM): either a prompt or messages.
+struct TokenizeRequest {
+  std::string model;
+  bool is_chat = false;
+  std::string prompt;
+  ChatInput chat;
+  bool add_special_tokens = true;
+  bool add_special_tokens_given = false;
+  bool return_token_strs = false;
+};
+
+struct TokenizeResponse {
+  std::vector<int32_t> tokens;
+  std::vector<std::string> token_strs;  // sent only when requested
+  bool with_token_strs = false;
+  int64_t max_model_len = 0;
+};
+
+// POST /detokenize (vLLM).
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+// One generated token's log-probability and the most likely alternatives.
+struct TokenLogprob {
+  std::string token;  // the token's text piece (may be an incomplete UTF-8 sequence)
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
+};
+
+struct Choice {
+  int32_t index = 0;
+  std::string text;           // completion text, chat message content, or a chunk's delta
+  std::string finish_reason;  // "stop" | "length"; empty: null (a chunk before the last)
+  bool with_logprobs = false;
+  std::vector<TokenLogprob> logprobs;
+  int64_t text_offset = 0;   // completions logprobs: where `text`'s first token starts
+  bool role_delta = false;   // chat chunk: this delta announces role "assistant"
+  bool empty_delta = false;  // chat chunk: the delta is {} (the closing chunk of a choice)
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt_tokens_details.cached_tokens (0 until prefix caching)
+};
+
+// A completion, chat completion, or one streamed chunk of either.
+struct GenerationResponse {
+  std::string id;
+  int64_t created = 0;  // unix seconds
+  std::string model;
+  std::vector<Choice> choices;
+  bool with_usage = false;  // write "usage": {...}
+  bool null_usage = false;  // write "usage": null (chunks when include_usage is set)
+  Usage usage;
+};
+
+struct ModelCard {
+  std::string id;
+  int64_t created = 0;
+  std::string owned_by = "kvforge";
+  int64_t max_model_len = 0;
+};
+
+// What a streaming client (bench serve, tests) reads out of one SSE data payload.
+struct StreamChunk {
+  bool is_error = false;
+  std::string error_message;
+  std::string text;  // choices' text / delta.content, concatenated
+  int32_t num_choices = 0;
+  std::string finish_reason;  // the last non-null finish_reason seen, if any
+  bool with_usage = false;
+  Usage usage;
+};
+
+// The body `kvforge bench serve` sends.
+struct BenchRequest {
+  std::string model;
+  bool chat = false;
+  std::string prompt;  // the prompt, or the single user message when chat
+  int32_t max_tokens = 128;
+  bool ignore_eos = true;  // fixed output lengths (vLLM extension; others ignore it)
+  float temperature = 0;
+};
+
+}  // namespace kvforge::server

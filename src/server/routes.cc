@@ -1,0 +1,144 @@
+#include "server/routes.h"
+
+#include <utility>
+
+#include "server/openai_codec.h"
+
+namespace kvforge::server {
+
+ApiError ErrorFromStatus(const Status& status, const std::string& param) {
+  ApiError e;
+  e.message = status.message();
+  e.param = param;
+  switch (status.code()) {
+    case StatusCode::kOk:
+      e.http_status = 200;
+      break;
+    case StatusCode::kInvalidArgument:
+      e.http_status = 400;
+      break;
+    case StatusCode::kNotFound:
+      e.http_status = 404;
+      e.code = "not_found";
+      break;
+    case StatusCode::kResourceExhausted:
+      e.http_status = 429;
+      e.type = "rate_limit_error";
+      e.code = "rate_limit_exceeded";
+      break;
+    case StatusCode::kUnimplemented:
+      e.http_status = 501;
+      e.code = "not_implemented";
+      break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kCancelled:
+      e.http_status = 503;
+      e.type = "server_error";
+      e.code = "service_unavailable";
+      break;
+    case StatusCode::kDataLoss:
+    case StatusCode::kInternal:
+    case StatusCode::kIoError:
+      e.http_status = 500;
+      e.type = "server_error";
+      e.code = "internal_error";
+      break;
+  }
+  return e;
+}
+
+HttpResponse ErrorResponse(const ApiError& error) {
+  HttpResponse r;
+  r.status = error.http_status;
+  r.body = EncodeError(error);
+  if (error.http_status == 429 || error.http_status == 503)
+    r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+HttpResponse JsonResponse(std::string body, int status) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+bool HasBearerKey(const HttpRequest& request, const std::string& key) {
+  const std::string auth = request.Header("Authorization");
+  static constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() < kBearer.size() || auth.compare(0, kBearer.size(), kBearer) != 0) return false;
+  const std::string_view given = std::string_view(auth).substr(kBearer.size());
+  unsigned diff = given.size() == key.size() ? 0u : 1u;
+  for (size_t i = 0; i < key.size(); ++i)
+    diff |= static_cast<unsigned char>(key[i]) ^
+            static_cast<unsigned char>(i < given.size() ? given[i] : 0);
+  return diff == 0;
+}
+
+namespace {
+
+HttpHandler Wrap(HttpHandler handler, bool needs_key, const std::string& api_key,
+                 const StatusObserver& observer) {
+  return [handler = std::move(handler), needs_key, api_key, observer](const HttpRequest& req) {
+    HttpResponse r;
+    if (needs_key && !api_key.empty() && !HasBearerKey(req, api_key)) {
+      ApiError e;
+      e.http_status = 401;
+      e.message = "missing or incorrect API key: send the header 'Authorization: Bearer <key>'";
+      e.code = "invalid_api_key";
+      r = ErrorResponse(e);
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    } else {
+      r = handler(req);
+    }
+    if (observer) observer(r.status);
+    return r;
+  };
+}
+
+}  // namespace
+
+std::vector<HttpRoute> BuildRoutes(const Endpoints& endpoints, const std::string& api_key,
+                                   const StatusObserver& observer) {
+  return {
+      {"POST", "/v1/completions", Wrap(endpoints.completions, true, api_key, observer)},
+      {"POST", "/v1/chat/completions", Wrap(endpoints.chat_completions, true, api_key, observer)},
+      {"GET", "/v1/models", Wrap(endpoints.models, true, api_key, observer)},
+      {"GET", "/health", Wrap(endpoints.health, false, api_key, observer)},
+      {"GET", "/metrics", Wrap(endpoints.metrics, false, api_key, observer)},
+      {"POST", "/tokenize", Wrap(endpoints.tokenize, true, api_key, observer)},
+      {"POST", "/detokenize", Wrap(endpoints.detokenize, true, api_key, observer)},
+  };
+}
+
+HttpErrorBuilder MakeErrorBuilder(const StatusObserver& observer) {
+  return [observer](int status, const std::string& message) {
+    ApiError e;
+    e.http_status = status;
+    e.message = message;
+    switch (status) {
+      case 404:
+        e.code = "not_found";
+        break;
+      case 405:
+        e.code = "method_not_allowed";
+        break;
+      case 413:
+        e.code = "payload_too_large";
+        break;
+      case 415:
+        e.code = "unsupported_media_type";
+        break;
+      default:
+        if (status >= 500) {
+          e.type = "server_error";
+          e.code = "internal_error";
+        }
+        break;
+    }
+    if (observer) observer(status);
+    return ErrorResponse(e);
+  };
+}
+
+}  // namespace kvforge::server

@@ -1,0 +1,741 @@
+// server/server.cc — endpoint logic: validation, chat templates, admission, engine submission,
+// streaming, metrics (see server.h).
+#include "server/server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "chat/chat_template.h"
+#include "chat/json.h"
+#include "server/api_types.h"
+#include "server/http_transport.h"
+#include "server/metrics.h"
+#include "server/openai_codec.h"
+#include "server/routes.h"
+#include "server/sse.h"
+
+namespace kvforge::server {
+
+const char kDefaultChatTemplate[] =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ "
+    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' }}{% endif %}";
+
+namespace {
+
+using base::StrFormat;
+
+// One HTTP generation request: its engine requests (one per prompt) and the outputs the engine
+// thread hands over. Shared by the HTTP worker and the engine callbacks.
+class Call {
+ public:
+  struct Event {
+    size_t prompt = 0;
+    RequestOutput out;
+  };
+
+  explicit Call(size_t num_prompts)
+      : ids_(num_prompts, 0),
+        finished_(num_prompts, false),
+        counted_(num_prompts, false),
+        finals_(num_prompts) {}
+
+  // Engine thread.
+  void Push(size_t prompt, const RequestOutput& out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (out.finished && !finished_[prompt]) {
+      finished_[prompt] = true;
+      ++num_finished_;
+      finals_[prompt] = out;
+    }
+    events_.push_back({prompt, out});
+    cv_.notify_all();
+  }
+  // True the first time it is asked for `prompt` (its prompt tokens are counted once).
+  bool FirstCount(size_t prompt) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (counted_[prompt]) return false;
+    counted_[prompt] = true;
+    return true;
+  }
+
+  // HTTP thread: the next event, or false after `timeout` without one.
+  bool Next(Event* ev, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
+    *ev = std::move(events_.front());
+    events_.pop_front();
+    return true;
+  }
+  // Blocks until every prompt's final output arrived; returns them.
+  std::vector<RequestOutput> WaitFinals() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return num_finished_ == ids_.size(); });
+    events_.clear();
+    return finals_;
+  }
+
+  // Records a prompt's engine id; when the call was aborted meanwhile, aborts it at once.
+  void SetId(size_t prompt, int64_t id, AsyncEngine* engine) {
+    bool abort = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ids_[prompt] = id;
+      abort = aborted_ && !finished_[prompt];
+    }
+    if (abort) engine->Abort(id);
+  }
+  // Aborts every engine request of the call that has not finished (and any submitted later).
+  void AbortAll(AsyncEngine* engine) {
+    std::vector<int64_t> ids;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      aborted_ = true;
+      for (size_t i = 0; i < ids_.size(); ++i)
+        if (ids_[i] != 0 && !finished_[i]) ids.push_back(ids_[i]);
+    }
+    for (int64_t id : ids) engine->Abort(id);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int64_t> ids_;           // guarded by mu_; 0: not submitted
+  std::vector<bool> finished_;         // guarded by mu_
+  std::vector<bool> counted_;          // guarded by mu_
+  std::vector<RequestOutput> finals_;  // guarded by mu_
+  size_t num_finished_ = 0;            // guarded by mu_
+  bool aborted_ = false;               // guarded by mu_
+  std::deque<Event> events_;           // guarded by mu_
+};
+
+// Owned by the HTTP side only: when the response (or its stream) is released — finished, client
+// gone, or never sent — whatever still runs is aborted.
+struct AbortOnRelease {
+  std::shared_ptr<Call> call;
+  AsyncEngine* engine = nullptr;
+  ~AbortOnRelease() {
+    if (call) call->AbortAll(engine);
+  }
+};
+
+enum class Kind { kCompletion, kChat };
+
+bool AnyAborted(const RequestOutput& o) {
+  for (const auto& c : o.outputs)
+    if (c.finish_reason == "abort") return true;
+  return o.outputs.empty();
+}
+
+std::vector<double> LatencyBuckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,   0.25, 0.5,
+          0.75,   1.0,   2.5,    5.0,   7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
+}
+
+}  // namespace
+
+struct Server::State {
+  AsyncEngine* engine = nullptr;
+  ServerOptions opts;
+  std::string model_id;
+  int64_t created = 0;
+  int64_t max_model_len = 0;
+  int64_t vocab_size = 0;
+  int64_t seq_limit = 0;
+  std::optional<chat::ChatTemplate> tmpl;
+  std::string bos, eos;
+  CodecLimits limits;
+
+  MetricsRegistry reg;
+  Gauge* running = nullptr;
+  Gauge* waiting = nullptr;
+  Gauge* swapped = nullptr;
+  Gauge* kv_usage = nullptr;
+  Gauge* preemptions = nullptr;
+  Counter* prefix_queries = nullptr;
+  Counter* prefix_hits = nullptr;
+  Counter* prompt_tokens = nullptr;
+  Counter* generation_tokens = nullptr;
+  Counter* aborted = nullptr;
+  Counter* rejected = nullptr;
+  LabeledCounter* http_requests = nullptr;
+  Histogram* ttft = nullptr;
+  Histogram* itl = nullptr;
+  Histogram* e2e = nullptr;
+  Histogram* queue_time = nullptr;
+
+  std::mutex mu;
+  std::condition_variable drained;
+  int64_t in_flight_seqs = 0;              // guarded by mu
+  bool shutting_down = false;              // guarded by mu
+  std::vector<std::weak_ptr<Call>> calls;  // guarded by mu
+
+  std::mutex rng_mu;
+  std::mt19937_64 rng{std::random_device{}()};  // guarded by rng_mu
+
+  std::unique_ptr<HttpServer> http;
+
+  // --- helpers -------------------------------------------------------------------------------
+
+  std::string NewId(const char* prefix) {
+    std::lock_guard<std::mutex> lock(rng_mu);
+    return StrFormat("%s%016llx%016llx", prefix, (unsigned long long)rng(),
+                     (unsigned long long)rng());
+  }
+
+  static HttpResponse Error(const Status& s, const std::string& param = "",
+                            const std::string& code = "") {
+    ApiError e = ErrorFromStatus(s, param);
+    if (!code.empty()) e.code = code;
+    return ErrorResponse(e);
+  }
+
+  std::optional<HttpResponse> CheckModel(const std::string& model) const {
+    if (model.empty() || model == model_id) return std::nullopt;
+    return Error(
+        Status::NotFound(StrFormat("The model `%s` does not exist; this server serves `%s`.",
+                                   model.c_str(), model_id.c_str())),
+        "model", "model_not_found");
+  }
+
+  Status CheckTokens(const std::vector<int32_t>& ids) const {
+    for (int32_t t : ids)
+      if (t < 0 || t >= vocab_size)
+        return Status::InvalidArgument(StrFormat("token id %d is outside the vocabulary (0..%lld)",
+                                                 t, (long long)vocab_size - 1));
+    return Status::Ok();
+  }
+
+  std::string Piece(int32_t id) const {
+    return id >= 0 && id < vocab_size ? engine->Detokenize({id}) : "";
+  }
+
+  Result<std::string> RenderChat(const ChatInput& in) const {
+    chat::ChatInputs ci;
+    KVF_ASSIGN_OR_RETURN(ci.messages, chat::ParseJson(in.messages_json));
+    if (!in.tools_json.empty()) {
+      KVF_ASSIGN_OR_RETURN(ci.tools, chat::ParseJson(in.tools_json));
+    }
+    for (const auto& [name, value] : in.template_kwargs) {
+      KVF_ASSIGN_OR_RETURN(chat::Value v, chat::ParseJson(value));
+      ci.extra.emplace_back(name, std::move(v));
+    }
+    if (!bos.empty()) ci.bos_token = bos;
+    if (!eos.empty()) ci.eos_token = eos;
+    ci.add_generation_prompt = in.add_generation_prompt;
+    auto out = tmpl->Render(ci);
+    // Template failures (raise_exception, undefined names, resource limits) are the request's.
+    if (!out.ok()) return Status::InvalidArgument("chat template: " + out.error().message());
+    return out;
+  }
+
+  // Templates that write the BOS text themselves must not get a second BOS.
+  bool NeedsBos(const std::string& rendered) const {
+    return bos.empty() || rendered.compare(0, bos.size(), bos) != 0;
+  }
+
+  Status Admit(int64_t seqs, const std::shared_ptr<Call>& call) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (shutting_down) return Status::Unavailable("the server is shutting down");
+    if (in_flight_seqs + seqs > seq_limit) {
+      rejected->Inc();
+      return Status::ResourceExhausted(
+          StrFormat("the server is at capacity (%lld of %lld sequences in flight); "
+                    "retry later",
+                    (long long)in_flight_seqs, (long long)seq_limit));
+    }
+    in_flight_seqs += seqs;
+    calls.erase(
+        std::remove_if(calls.begin(), calls.end(), [](const auto& w) { return w.expired(); }),
+        calls.end());
+    calls.push_back(call);
+    return Status::Ok();
+  }
+
+  void Release(int64_t seqs) {
+    std::lock_guard<std::mutex> lock(mu);
+    in_flight_seqs -= seqs;
+    drained.notify_all();  // under the lock: Shutdown may destroy the State right after
+  }
+
+  bool ShuttingDown() {
+    std::lock_guard<std::mutex> lock(mu);
+    return shutting_down;
+  }
+
+  // Engine thread: metrics, then hand the output to the HTTP side, then release admission.
+  void OnOutput(Call& call, size_t prompt, int32_t n, const RequestOutput& o) {
+    int64_t generated = 0;
+    for (const auto& d : o.delta_token_ids) generated += static_cast<int64_t>(d.size());
+    if (generated > 0) generation_tokens->Inc(static_cast<double>(generated));
+    if ((generated > 0 || o.finished) && call.FirstCount(prompt))
+      prompt_tokens->Inc(static_cast<double>(o.metrics.prompt_tokens));
+    if (o.finished) {
+      if (AnyAborted(o)) {
+        aborted->Inc();
+      } else {
+        const RequestMetrics& m = o.metrics;
+        ttft->Observe(m.ttft_ms / 1000.0);
+        e2e->Observe(m.e2e_ms / 1000.0);
+        queue_time->Observe(m.queue_ms / 1000.0);
+        for (double v : m.itl_ms) itl->Observe(v / 1000.0);
+      }
+    }
+    call.Push(prompt, o);
+    if (o.finished) Release(n);
+  }
+
+  std::vector<TokenLogprob> Logprobs(const CompletionOutput& c, int32_t k) const {
+    std::vector<TokenLogprob> out;
+    const size_t m = std::min(c.token_ids.size(), c.token_logprobs.size());
+    for (size_t t = 0; t < m; ++t) {
+      TokenLogprob lp;
+      lp.token = Piece(c.token_ids[t]);
+      lp.logprob = c.token_logprobs[t];
+      if (t < c.top_logprobs.size())
+        for (size_t j = 0; j < c.top_logprobs[t].size() && static_cast<int32_t>(j) < k; ++j)
+          lp.top.emplace_back(Piece(c.top_logprobs[t][j].first), c.top_logprobs[t][j].second);
+      out.push_back(std::move(lp));
+    }
+    return out;
+  }
+
+  // --- generation ----------------------------------------------------------------------------
+
+  struct Plan {
+    Kind kind = Kind::kCompletion;
+    GenerationFields gen;
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::string> echo_texts;  // completions with echo
+  };
+
+  HttpResponse Generate(Plan plan) {
+    const char* prompt_param = plan.kind == Kind::kChat ? "messages" : "prompt";
+    SamplingParams params = plan.gen.params;
+    int64_t longest = 0;
+    for (const auto& p : plan.prompts) {
+      if (p.empty()) return Error(Status::InvalidArgument("the prompt is empty"), prompt_param);
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+    }
+    if (longest >= max_model_len)
+      return Error(Status::InvalidArgument(
+                       StrFormat("This model's maximum context length is %lld tokens, but the "
+                                 "prompt has %lld tokens (leaving no room to generate).",
+                                 (long long)max_model_len, (long long)longest)),
+                   prompt_param, "context_length_exceeded");
+    const int64_t room = max_model_len - longest;
+    if (!plan.gen.max_tokens_given) {
+      params.max_tokens =
+          static_cast<int32_t>(plan.kind == Kind::kChat ? room : std::min<int64_t>(16, room));
+    } else if (params.max_tokens > room) {
+      return Error(Status::InvalidArgument(
+                       StrFormat("This model's maximum context length is %lld tokens, but the "
+                                 "request needs %lld (prompt %lld + max_tokens %d).",
+                                 (long long)max_model_len, (long long)longest + params.max_tokens,
+                                 (long long)longest, params.max_tokens)),
+                   "max_tokens", "context_length_exceeded");
+    }
+    if (Status s = params.Validate(); !s.ok()) return Error(s);
+    const int64_t seqs = static_cast<int64_t>(plan.prompts.size()) * params.n;
+    if (seqs > seq_limit)
+      return Error(Status::InvalidArgument(
+                       StrFormat("the request needs %lld sequences (prompts x n) but the server "
+                                 "runs at most %lld at once",
+                                 (long long)seqs, (long long)seq_limit)),
+                   "n");
+    auto call = std::make_shared<Call>(plan.prompts.size());
+    if (Status s = Admit(seqs, call); !s.ok()) return Error(s);
+    for (size_t i = 0; i < plan.prompts.size(); ++i) {
+      auto cb = [this, call, i, n = params.n](const RequestOutput& o) { OnOutput(*call, i, n, o); };
+      auto id = engine->Submit(plan.prompts[i], params, std::move(cb), plan.gen.priority);
+      if (!id.ok()) {
+        call->AbortAll(engine);
+        Release(static_cast<int64_t>(plan.prompts.size() - i) * params.n);
+        Status s = id.error();
+        // A request that can never fit the KV cache is the request's fault, not a busy server.
+        if (s.code() == StatusCode::kResourceExhausted) s = Status::InvalidArgument(s.message());
+        return Error(s, s.message().find("max_tokens") != std::string::npos ? "max_tokens" : "");
+      }
+      call->SetId(i, *id, engine);
+    }
+    auto guard = std::make_shared<AbortOnRelease>();
+    guard->call = call;
+    guard->engine = engine;
+    const std::string id = NewId(plan.kind == Kind::kChat ? "chatcmpl-" : "cmpl-");
+    const int64_t now = static_cast<int64_t>(std::time(nullptr));
+    if (!plan.gen.stream) return Collect(plan, params, *call, id, now);
+    HttpResponse r;
+    r.content_type = std::string(kSseContentType);
+    auto shared_plan = std::make_shared<Plan>(std::move(plan));
+    r.stream = [this, guard, shared_plan, params, id, now](StreamSink& sink) {
+      Stream(sink, *shared_plan, params, *guard->call, id, now);
+    };
+    return r;
+  }
+
+  HttpResponse Collect(const Plan& plan, const SamplingParams& params, Call& call,
+                       const std::string& id, int64_t created_s) {
+    const std::vector<RequestOutput> finals = call.WaitFinals();
+    GenerationResponse r;
+    r.id = id;
+    r.created = created_s;
+    r.model = model_id;
+    for (size_t i = 0; i < finals.size(); ++i) {
+      const RequestOutput& o = finals[i];
+      if (AnyAborted(o))
+        return Error(ShuttingDown() ? Status::Unavailable("the server is shutting down")
+                                    : Status::Internal("the engine aborted the request"));
+      r.usage.prompt_tokens += static_cast<int64_t>(o.prompt_token_ids.size());
+      for (const CompletionOutput& c : o.outputs) {
+        Choice ch;
+        ch.index = static_cast<int32_t>(i) * params.n + c.index;
+        const std::string& echo =
+            plan.gen.echo && i < plan.echo_texts.size() ? plan.echo_texts[i] : std::string();
+        ch.text = echo + c.text;
+        ch.finish_reason = c.finish_reason;
+        if (plan.gen.logprobs >= 0) {
+          ch.with_logprobs = true;
+          ch.logprobs = Logprobs(c, plan.gen.logprobs);
+          ch.text_offset = static_cast<int64_t>(echo.size());
+        }
+        r.usage.completion_tokens += static_cast<int64_t>(c.token_ids.size());
+        r.choices.push_back(std::move(ch));
+      }
+    }
+    std::sort(r.choices.begin(), r.choices.end(),
+              [](const Choice& a, const Choice& b) { return a.index < b.index; });
+    r.with_usage = true;
+    return JsonResponse(plan.kind == Kind::kChat ? EncodeChatCompletion(r) : EncodeCompletion(r));
+  }
+
+  // Runs on the HTTP worker after the 200 headers went out.
+  void Stream(StreamSink& sink, const Plan& plan, const SamplingParams& params, Call& call,
+              const std::string& id, int64_t created_s) {
+    const bool chat = plan.kind == Kind::kChat;
+    const int32_t n = params.n;
+    const size_t num_prompts = plan.prompts.size();
+    bool ok = true;
+    auto chunk = [&](Choice ch) {
+      if (!ok) return;
+      GenerationResponse r;
+      r.id = id;
+      r.created = created_s;
+      r.model = model_id;
+      r.null_usage = plan.gen.include_usage;
+      r.choices.push_back(std::move(ch));
+      ok = sink.Write(SseEvent(chat ? EncodeChatChunk(r) : EncodeCompletionChunk(r)));
+    };
+    for (size_t i = 0; i < num_prompts; ++i)
+      for (int32_t j = 0; j < n; ++j) {
+        Choice ch;
+        ch.index = static_cast<int32_t>(i) * n + j;
+        if (chat) {
+          ch.role_delta = true;
+          chunk(std::move(ch));
+        } else if (plan.gen.echo && i < plan.echo_texts.size()) {
+          ch.text = plan.echo_texts[i];
+          chunk(std::move(ch));
+        }
+      }
+    Usage usage;
+    size_t finished = 0;
+    const auto keepalive = std::chrono::milliseconds(opts.stream_keepalive_ms);
+    while (ok && finished < num_prompts) {
+      Call::Event ev;
+      if (!call.Next(&ev, keepalive)) {
+        ok = sink.Write(kSseKeepAlive);
+        continue;
+      }
+      const RequestOutput& o = ev.out;
+      const int32_t base = static_cast<int32_t>(ev.prompt) * n;
+      for (size_t k = 0; k < o.outputs.size() && k < o.delta_text.size(); ++k) {
+        if (o.delta_text[k].empty()) continue;
+        Choice ch;
+        ch.index = base + o.outputs[k].index;
+        ch.text = o.delta_text[k];
+        chunk(std::move(ch));
+      }
+      if (!o.finished) continue;
+      ++finished;
+      if (AnyAborted(o)) {
+        if (ok) {
+          const Status s = ShuttingDown() ? Status::Unavailable("the server is shutting down")
+                                          : Status::Internal("the engine aborted the request");
+          ok = sink.Write(SseEvent(EncodeError(ErrorFromStatus(s)))) && sink.Write(kSseDone);
+        }
+        call.AbortAll(engine);
+        return;
+      }
+      usage.prompt_tokens += static_cast<int64_t>(o.prompt_token_ids.size());
+      for (const CompletionOutput& c : o.outputs) {
+        usage.completion_tokens += static_cast<int64_t>(c.token_ids.size());
+        Choice ch;
+        ch.index = base + c.index;
+        ch.finish_reason = c.finish_reason;
+        ch.empty_delta = true;
+        if (plan.gen.logprobs >= 0) {
+          // The engine reports log-probabilities with the final output: they ride on the last
+          // chunk.
+          ch.with_logprobs = true;
+          ch.logprobs = Logprobs(c, plan.gen.logprobs);
+        }
+        chunk(std::move(ch));
+      }
+    }
+    if (!ok) {
+      call.AbortAll(engine);  // the client is gone: free its KV blocks now
+      return;
+    }
+    if (plan.gen.include_usage) {
+      GenerationResponse r;
+      r.id = id;
+      r.created = created_s;
+      r.model = model_id;
+      r.with_usage = true;
+      r.usage = usage;
+      ok = sink.Write(SseEvent(chat ? EncodeChatChunk(r) : EncodeCompletionChunk(r)));
+    }
+    if (ok) sink.Write(kSseDone);
+  }
+
+  // --- endpoints -----------------------------------------------------------------------------
+
+  HttpResponse Completions(const HttpRequest& req) {
+    CompletionRequest cr;
+    std::string param;
+    if (Status s = ParseCompletionRequest(req.body, limits, &cr, &param); !s.ok())
+      return Error(s, param);
+    if (auto e = CheckModel(cr.gen.model)) return *e;
+    Plan plan;
+    plan.kind = Kind::kCompletion;
+    plan.gen = std::move(cr.gen);
+    for (Prompt& p : cr.prompts) {
+      if (p.is_tokens) {
+        if (Status s = CheckTokens(p.tokens); !s.ok()) return Error(s, "prompt");
+        if (plan.gen.echo) plan.echo_texts.push_back(engine->Detokenize(p.tokens));
+        plan.prompts.push_back(std::move(p.tokens));
+      } else {
+        auto ids = engine->Tokenize(p.text, /*add_special=*/true, /*parse_special=*/false);
+        if (!ids.ok()) return Error(ids.error(), "prompt");
+        if (plan.gen.echo) plan.echo_texts.push_back(p.text);
+        plan.prompts.push_back(std::move(*ids));
+      }
+    }
+    return Generate(std::move(plan));
+  }
+
+  HttpResponse ChatCompletions(const HttpRequest& req) {
+    ChatRequest cr;
+    std::string param;
+    if (Status s = ParseChatRequest(req.body, limits, &cr, &param); !s.ok()) return Error(s, param);
+    if (auto e = CheckModel(cr.gen.model)) return *e;
+    auto text = RenderChat(cr.chat);
+    if (!text.ok()) return Error(text.error(), "messages");
+    auto ids = engine->Tokenize(*text, NeedsBos(*text), /*parse_special=*/true);
+    if (!ids.ok()) return Error(ids.error(), "messages");
+    Plan plan;
+    plan.kind = Kind::kChat;
+    plan.gen = std::move(cr.gen);
+    plan.prompts.push_back(std::move(*ids));
+    return Generate(std::move(plan));
+  }
+
+  HttpResponse Models(const HttpRequest&) {
+    ModelCard card;
+    card.id = model_id;
+    card.created = created;
+    card.max_model_len = max_model_len;
+    return JsonResponse(EncodeModels({card}));
+  }
+
+  HttpResponse Health(const HttpRequest&) {
+    const bool ok = !ShuttingDown();
+    return JsonResponse(EncodeHealth(ok), ok ? 200 : 503);
+  }
+
+  HttpResponse Metrics(const HttpRequest&) {
+    const EngineStats s = engine->Stats();
+    running->Set(static_cast<double>(s.num_running));
+    waiting->Set(static_cast<double>(s.num_waiting));
+    swapped->Set(static_cast<double>(s.num_swapped));
+    kv_usage->Set(s.kv_usage);
+    preemptions->Set(static_cast<double>(s.num_preemptions));
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = reg.Render();
+    return r;
+  }
+
+  HttpResponse Tokenize(const HttpRequest& req) {
+    TokenizeRequest tr;
+    std::string param;
+    if (Status s = ParseTokenizeRequest(req.body, limits, &tr, &param); !s.ok())
+      return Error(s, param);
+    if (auto e = CheckModel(tr.model)) return *e;
+    Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
+    if (tr.is_chat) {
+      auto text = RenderChat(tr.chat);
+      if (!text.ok()) return Error(text.error(), "messages");
+      ids = engine->Tokenize(
+          *text, tr.add_special_tokens_given ? tr.add_special_tokens : NeedsBos(*text), true);
+    } else {
+      ids = engine->Tokenize(tr.prompt, tr.add_special_tokens, false);
+    }
+    if (!ids.ok()) return Error(ids.error(), tr.is_chat ? "messages" : "prompt");
+    TokenizeResponse out;
+    out.tokens = std::move(*ids);
+    out.max_model_len = max_model_len;
+    out.with_token_strs = tr.return_token_strs;
+    if (tr.return_token_strs)
+      for (int32_t t : out.tokens) out.token_strs.push_back(Piece(t));
+    return JsonResponse(EncodeTokenize(out));
+  }
+
+  HttpResponse Detokenize(const HttpRequest& req) {
+    DetokenizeRequest dr;
+    std::string param;
+    if (Status s = ParseDetokenizeRequest(req.body, limits, &dr, &param); !s.ok())
+      return Error(s, param);
+    if (auto e = CheckModel(dr.model)) return *e;
+    if (Status s = CheckTokens(dr.tokens); !s.ok()) return Error(s, "tokens");
+    return JsonResponse(EncodeDetokenize(engine->Detokenize(dr.tokens)));
+  }
+};
+
+Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Server::~Server() { Shutdown(); }
+
+Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const ServerOptions& options) {
+  if (engine == nullptr) return Status::InvalidArgument("the server needs an engine");
+  if (options.port < 0 || options.port > 65535)
+    return Status::InvalidArgument("--port must be in 0..65535");
+  if (options.max_body_bytes < 64)
+    return Status::InvalidArgument("--max-body-bytes must be at least 64");
+  if (options.max_queue < 0) return Status::InvalidArgument("--max-queue must not be negative");
+  if (options.http_threads < 0 || options.http_threads > 4096)
+    return Status::InvalidArgument("--http-threads must be in 0..4096");
+  if (options.stream_keepalive_ms <= 0)
+    return Status::InvalidArgument("the stream keep-alive must be positive");
+  auto st = std::make_unique<State>();
+  st->engine = engine;
+  st->opts = options;
+  st->model_id = options.served_model_name.empty() ? "kvforge" : options.served_model_name;
+  st->created = static_cast<int64_t>(std::time(nullptr));
+  st->max_model_len = engine->max_model_len();
+  st->vocab_size = engine->vocab_size();
+  st->seq_limit = engine->config().max_num_seqs + options.max_queue;
+  st->bos = engine->bos_text();
+  st->eos = engine->eos_text();
+  const std::string model_template = engine->chat_template();
+  const std::string source = !options.chat_template.empty() ? options.chat_template
+                             : !model_template.empty()      ? model_template
+                                                            : std::string(kDefaultChatTemplate);
+  auto tmpl = chat::ChatTemplate::Parse(source);
+  if (!tmpl.ok()) return tmpl.error().WithContext("chat template");
+  st->tmpl.emplace(std::move(*tmpl));
+
+  MetricsRegistry& r = st->reg;
+  st->running = r.AddGauge("kvforge_requests_running", "Sequences in the running batch.");
+  st->waiting = r.AddGauge("kvforge_requests_waiting", "Requests waiting to be scheduled.");
+  st->swapped = r.AddGauge("kvforge_requests_swapped", "Sequences swapped out to host memory.");
+  st->kv_usage = r.AddGauge("kvforge_kv_cache_usage", "Fraction of KV cache blocks in use (0-1).");
+  st->prefix_queries =
+      r.AddCounter("kvforge_prefix_cache_queries_total",
+                   "Prompt tokens looked up in the prefix cache (0: no prefix cache yet).");
+  st->prefix_hits =
+      r.AddCounter("kvforge_prefix_cache_hits_total",
+                   "Prompt tokens found in the prefix cache (0: no prefix cache yet).");
+  st->preemptions =
+      r.AddGauge("kvforge_preemptions_total", "Sequences preempted by the scheduler.", true);
+  st->prompt_tokens =
+      r.AddCounter("kvforge_prompt_tokens_total", "Prompt tokens of requests that were scheduled.");
+  st->generation_tokens = r.AddCounter("kvforge_generation_tokens_total", "Tokens generated.");
+  st->aborted =
+      r.AddCounter("kvforge_requests_aborted_total",
+                   "Engine requests aborted (client disconnect, shutdown, engine rejection).");
+  st->rejected =
+      r.AddCounter("kvforge_requests_rejected_total", "Requests refused with 429 (queue full).");
+  st->http_requests =
+      r.AddLabeledCounter("kvforge_http_requests_total", "HTTP responses by status code.", "code");
+  st->ttft = r.AddHistogram("kvforge_time_to_first_token_seconds",
+                            "Arrival to first generated token.", LatencyBuckets());
+  st->itl = r.AddHistogram("kvforge_inter_token_latency_seconds",
+                           "Time between consecutive tokens of a sequence.", LatencyBuckets());
+  st->e2e = r.AddHistogram("kvforge_e2e_request_latency_seconds", "Arrival to the last token.",
+                           LatencyBuckets());
+  st->queue_time = r.AddHistogram("kvforge_request_queue_time_seconds",
+                                  "Arrival to first scheduled.", LatencyBuckets());
+  return std::unique_ptr<Server>(new Server(std::move(st)));
+}
+
+Status Server::Start() {
+  State* st = state_.get();
+  if (st->http) return Status::InvalidArgument("the server was already started");
+  Endpoints ep;
+  ep.completions = [st](const HttpRequest& r) { return st->Completions(r); };
+  ep.chat_completions = [st](const HttpRequest& r) { return st->ChatCompletions(r); };
+  ep.models = [st](const HttpRequest& r) { return st->Models(r); };
+  ep.health = [st](const HttpRequest& r) { return st->Health(r); };
+  ep.metrics = [st](const HttpRequest& r) { return st->Metrics(r); };
+  ep.tokenize = [st](const HttpRequest& r) { return st->Tokenize(r); };
+  ep.detokenize = [st](const HttpRequest& r) { return st->Detokenize(r); };
+  StatusObserver observe = [st](int code) { st->http_requests->Inc(std::to_string(code)); };
+  HttpServerOptions ho;
+  ho.host = st->opts.host;
+  ho.port = st->opts.port;
+  ho.max_body_bytes = st->opts.max_body_bytes;
+  ho.threads = st->opts.http_threads > 0
+                   ? st->opts.http_threads
+                   : static_cast<int>(std::clamp<int64_t>(st->seq_limit + 16, 16, 1024));
+  ho.keep_alive_timeout_s = st->opts.keep_alive_timeout_s;
+  ho.write_timeout_s = st->opts.write_timeout_s;
+  st->http = std::make_unique<HttpServer>(ho, BuildRoutes(ep, st->opts.api_key, observe),
+                                          MakeErrorBuilder(observe));
+  Status s = st->http->Start();
+  if (!s.ok()) st->http.reset();
+  return s;
+}
+
+int Server::port() const { return state_->http ? state_->http->port() : -1; }
+
+std::string Server::url() const {
+  const std::string& host = state_->opts.host;
+  return host.find(':') != std::string::npos ? StrFormat("http://[%s]:%d", host.c_str(), port())
+                                             : StrFormat("http://%s:%d", host.c_str(), port());
+}
+
+const std::string& Server::model_id() const { return state_->model_id; }
+
+void Server::Shutdown() {
+  State* st = state_.get();
+  std::vector<std::shared_ptr<Call>> live;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->shutting_down = true;
+    for (const auto& w : st->calls)
+      if (auto c = w.lock()) live.push_back(std::move(c));
+    st->calls.clear();
+  }
+  for (const auto& c : live) c->AbortAll(st->engine);
+  live.clear();
+  if (st->http) st->http->Stop();  // running handlers end: their requests were aborted
+  std::unique_lock<std::mutex> lock(st->mu);
+  if (!st->drained.wait_for(lock, std::chrono::seconds(30),
+                            [&] { return st->in_flight_seqs == 0; }))
+    KVF_LOG_WARN("server shutdown: %lld sequences still in flight after 30 s",
+                 (long long)st->in_flight_seqs);
+}
+
+}  // namespace kvforge::server

@@ -1,0 +1,75 @@
+// server/server.h — the OpenAI-compatible HTTP server over an AsyncEngine.
+//
+//   auto engine = kvforge::AsyncEngine::Create(config);
+//   auto server = kvforge::server::Server::Create(engine->get(), {.port = 0});
+//   (*server)->Start();   // serving; (*server)->port() is the bound port
+//   ...
+//   (*server)->Shutdown();  // 503 for new requests, in-flight requests aborted, threads joined
+//
+// Endpoints: POST /v1/completions, POST /v1/chat/completions (both also as Server-Sent Events
+// with "stream": true), GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize,
+// POST /detokenize. See docs/server.md for the fields, errors and metric names.
+//
+// Requests are parsed and validated on the HTTP worker threads (JSON confined to the codec),
+// chat messages rendered with the chat template and tokenized there, then handed to the engine's
+// single thread. A streaming client that disconnects has its request aborted (its KV blocks are
+// freed); at most (max_num_seqs + max_queue) sequences (prompts x n) are admitted at once, the
+// rest get 429.
+//
+// Thread-safety: Start/Shutdown from one controlling thread; handlers run on the HTTP workers.
+// The engine must outlive the Server (the Server does not own it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kvforge/llm.h"
+#include "kvforge/status.h"
+
+namespace kvforge::server {
+
+// The template used when the model carries none and no --chat-template is given: ChatML.
+extern const char kDefaultChatTemplate[];
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                // 0: ephemeral (read port() after Start)
+  std::string api_key;            // non-empty: required as "Authorization: Bearer KEY"
+  std::string served_model_name;  // the id in /v1/models and "model"; empty: "kvforge"
+  std::string chat_template;      // template source overriding the model's; empty: the model's,
+                                  // else kDefaultChatTemplate
+  size_t max_body_bytes = 4u << 20;
+  int64_t max_queue = 128;         // sequences that may wait beyond the engine's max_num_seqs
+  int http_threads = 0;            // 0: max_num_seqs + max_queue + 16, within [16, 1024]
+  int stream_keepalive_ms = 2000;  // SSE comment sent after this long without output
+  int keep_alive_timeout_s = 5;    // idle HTTP keep-alive connections
+  int write_timeout_s = 30;        // a client that stops reading is dropped after this long
+};
+
+class Server {
+ public:
+  // Fails when the chat template does not parse or an option is out of range.
+  static Result<std::unique_ptr<Server>> Create(AsyncEngine* engine, const ServerOptions& options);
+  ~Server();  // Shutdown()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and starts serving on background threads (kUnavailable when the port is taken).
+  Status Start();
+  int port() const;
+  std::string url() const;  // "http://HOST:PORT"
+  const std::string& model_id() const;
+  // Refuses new requests (503), aborts every in-flight request, stops accepting connections and
+  // joins the HTTP threads; waits until the engine has delivered every aborted request's final
+  // output. Idempotent.
+  void Shutdown();
+
+ private:
+  struct State;
+  explicit Server(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kvforge::server

@@ -23,6 +23,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The model a bench runs on: `path`, or the embedded default model when empty.
+Result<std::unique_ptr<model::Model>> LoadBenchModel(const std::string& path) {
+  if (!path.empty()) return model::Model::Load(path);
+  return model::Model::LoadFromMemory(assets::DefaultModelData(), assets::DefaultModelSize(),
+                                      assets::kDefaultModelName);
+}
+
 double TriadGBps(kernels::ThreadPool& pool) {
   const size_t n = size_t{1} << 24;  // 16M doubles: 128 MiB per array, far beyond the caches
   std::vector<double> a(n), b(n, 1.0), c(n, 2.0);
@@ -67,10 +74,7 @@ int LatencyMain(const Args& args) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
-  auto m = model.empty()
-               ? model::Model::LoadFromMemory(assets::DefaultModelData(),
-                                              assets::DefaultModelSize(), assets::kDefaultModelName)
-               : model::Model::Load(model);
+  auto m = LoadBenchModel(model);
   if (!m.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
     return 1;
@@ -214,10 +218,7 @@ int BatchedMain(const Args& args) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
-  auto m = model.empty()
-               ? model::Model::LoadFromMemory(assets::DefaultModelData(),
-                                              assets::DefaultModelSize(), assets::kDefaultModelName)
-               : model::Model::Load(model);
+  auto m = LoadBenchModel(model);
   if (!m.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
     return 1;

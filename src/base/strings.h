@@ -17,6 +17,9 @@ std::string HumanBytes(uint64_t bytes);
 // Splits on a single character; keeps empty fields.
 std::vector<std::string> StrSplit(std::string_view s, char sep);
 
+// Appends code point `cp` (<= 0x10FFFF) to `out` as UTF-8.
+void AppendUtf8(uint32_t cp, std::string* out);
+
 // Escapes a string as a JSON string literal (with quotes). Invalid UTF-8 bytes become U+FFFD.
 std::string JsonQuote(std::string_view s);
 

@@ -14,11 +14,13 @@
 #include <string_view>
 #include <vector>
 
+#include "base/strings.h"
+
 namespace kvforge::chat {
 
 // Decodes the code point at s[*pos] and advances *pos (invalid bytes yield U+FFFD).
 uint32_t DecodeUtf8(std::string_view s, size_t* pos);
-void AppendUtf8(uint32_t cp, std::string* out);
+using base::AppendUtf8;  // appends a code point as UTF-8 (base/strings.h)
 bool IsAscii(std::string_view s);
 size_t CodePointCount(std::string_view s);
 // Byte offsets of each code point start, plus s.size() at the end.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "gguf/gguf_reader.h"
 
 namespace kvforge::tokenizer {
@@ -17,23 +18,7 @@ constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
 // UTF-8 and byte-level helpers.
 // ---------------------------------------------------------------------------------------------
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+using base::AppendUtf8;
 
 // GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 bytes
 // take U+0100.. in byte order.

@@ -47,6 +47,9 @@ struct LLMConfig {
   // Contiguous baseline (FasterTransformer/Orca style, for measurement only): each admitted
   // sequence reserves max_model_len slots up front.
   bool contiguous_kv = false;
+  // Prefix caching: reuse the KV of prompt prefixes computed before (docs/kv_cache.md).
+  bool enable_prefix_caching = true;
+  std::string prefix_cache_mode = "hash";  // "hash" (vLLM style) | "radix" (SGLang style)
 };
 
 struct CompletionOutput {
@@ -69,6 +72,7 @@ struct RequestMetrics {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;  // all sequences
   int64_t num_preemptions = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
 struct RequestOutput {
@@ -96,6 +100,14 @@ struct EngineStats {
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t steps = 0;
+  // Prefix cache (zeros when off): admitted sequences that queried it, prompt tokens they asked
+  // for and found, cached blocks dropped to make room, blocks holding cached content now.
+  bool prefix_caching = false;
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_query_tokens = 0;
+  int64_t prefix_cache_hit_tokens = 0;
+  int64_t prefix_cache_evicted_blocks = 0;
+  int64_t prefix_cache_blocks = 0;
 };
 
 // Called on the engine thread with each request's progress; the last call has finished = true.

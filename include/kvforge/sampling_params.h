@@ -27,6 +27,9 @@ struct SamplingParams {
   int32_t n = 1;                // completions per prompt (parallel sampling on shared blocks)
   int32_t beam_width = 0;       // > 1: beam search with this many beams (returns the best n)
   float length_penalty = 1.0f;  // beam score = cumulative logprob / length^length_penalty
+  // Prefix-cache isolation (a request property, carried here for convenience): requests share
+  // cached KV only when their salts are equal (vLLM's cache_salt; e.g. one salt per tenant).
+  std::string cache_salt;
 
   // Clear error for out-of-range values, before anything is scheduled.
   Status Validate() const;

@@ -46,6 +46,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
     return Status::InvalidArgument("batching must be 'continuous' or 'static'");
   if (c.preemption_mode != "recompute" && c.preemption_mode != "swap")
     return Status::InvalidArgument("preemption_mode must be 'recompute' or 'swap'");
+  if (c.prefix_cache_mode != "hash" && c.prefix_cache_mode != "radix")
+    return Status::InvalidArgument("prefix_cache_mode must be 'hash' or 'radix'");
   if (c.scheduling_policy != "fcfs" && c.scheduling_policy != "priority")
     return Status::InvalidArgument("scheduling_policy must be 'fcfs' or 'priority'");
   if (c.model.empty()) {
@@ -87,10 +89,23 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   KVF_ASSIGN_OR_RETURN(kc.store.num_blocks,
                        engine::KvBlocksForBudget(c.kv_cache_memory_bytes, c.memory_utilization,
                                                  per_block, weight_bytes, default_blocks));
+  kc.prefix_caching = c.enable_prefix_caching && !c.contiguous_kv;
+  kc.prefix_mode = c.prefix_cache_mode == "radix" ? kvmeta::PrefixCacheMode::kRadix
+                                                  : kvmeta::PrefixCacheMode::kHash;
   KVF_ASSIGN_OR_RETURN(e->cache_, kvstore::PagedKvCache::Create(kc));
   const int64_t swap_blocks =
       c.preemption_mode == "swap" ? static_cast<int64_t>(c.swap_space_bytes / per_block) : 0;
-  e->space_ = std::make_unique<engine::EngineKvSpace>(e->cache_.get(), swap_blocks);
+  EngineCore* self = e.get();
+  e->space_ = std::make_unique<engine::EngineKvSpace>(
+      e->cache_.get(), swap_blocks, [self](int64_t seq) -> engine::SeqTokens {
+        auto ow = self->seq_owner_.find(seq);
+        if (ow == self->seq_owner_.end()) return {};
+        auto rq = self->requests_.find(ow->second);
+        if (rq == self->requests_.end()) return {};
+        Seq* s = self->FindSeq(*rq->second, seq);
+        if (s == nullptr) return {};
+        return {&s->tokens, rq->second->params.cache_salt};
+      });
   if (c.contiguous_kv) e->space_->set_reserve_tokens(e->max_len_);
   sched::SchedulerConfig sc;
   sc.max_num_batched_tokens = c.max_num_batched_tokens;
@@ -103,11 +118,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   KVF_RETURN_IF_ERROR(sc.Validate());
   e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
   e->pool_ = std::make_unique<kernels::ThreadPool>(c.threads);
-  KVF_LOG_INFO("KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)%s",
+  KVF_LOG_INFO("KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)%s, prefix caching %s",
                (long long)kc.store.num_blocks, c.block_size,
                (long long)(kc.store.num_blocks * c.block_size),
                base::HumanBytes(e->cache_->store().total_bytes()).c_str(), c.kv_f16 ? "f16" : "f32",
-               c.contiguous_kv ? ", contiguous reservation per sequence" : "");
+               c.contiguous_kv ? ", contiguous reservation per sequence" : "",
+               kc.prefix_caching ? c.prefix_cache_mode.c_str() : "off");
   return e;
 }
 
@@ -141,8 +157,8 @@ std::unique_ptr<EngineCore::Seq> EngineCore::CloneSeq(const Request& r, const Se
 }
 
 EngineCore::Seq* EngineCore::FindSeq(Request& r, int64_t seq) {
-  for (auto& s : r.seqs)
-    if (s->id == seq) return s.get();
+  for (auto& s : r.seqs)  // entries may be empty while beams are being reshuffled
+    if (s != nullptr && s->id == seq) return s.get();
   return nullptr;
 }
 
@@ -274,6 +290,7 @@ Status EngineCore::Step() {
       r.scheduled_once = true;
       r.first_scheduled = now;
       r.metrics.queue_ms = Ms(now - r.arrival);
+      r.metrics.cached_tokens = std::max<int64_t>(0, sched_->NumCachedTokens(r.id));
     }
     Seq* s = FindSeq(r, ch.seq);
     if (s == nullptr || ch.pos0 + ch.num_tokens > static_cast<int64_t>(s->tokens.size()))
@@ -580,6 +597,15 @@ EngineStats EngineCore::Stats() const {
   s.prompt_tokens_total = prompt_tokens_total_;
   s.generation_tokens_total = generation_tokens_total_;
   s.steps = steps_;
+  if (const kvmeta::PrefixCache* pc = cache_->prefix_cache()) {
+    const kvmeta::PrefixCacheStats ps = pc->stats();
+    s.prefix_caching = true;
+    s.prefix_cache_queries = ps.queries;
+    s.prefix_cache_query_tokens = ps.query_tokens;
+    s.prefix_cache_hit_tokens = ps.hit_tokens;
+    s.prefix_cache_evicted_blocks = ps.evicted_blocks;
+    s.prefix_cache_blocks = ps.cached_blocks;
+  }
   return s;
 }
 

@@ -86,6 +86,20 @@ Result<WriteOutcome> BlockManager::Allocate(SeqId seq, int64_t num_tokens) {
   return outcome;
 }
 
+Status BlockManager::AttachCached(SeqId seq, const std::vector<BlockId>& blocks) {
+  if (Contains(seq)) {
+    return Status::InvalidArgument("kvmeta: sequence " + ToString(seq) + " already exists");
+  }
+  for (BlockId b : blocks) {
+    if (!pool_.Contains(b) || pool_.State(b) == BlockState::kFree)
+      return Status::InvalidArgument("kvmeta: cached " + ToString(b) + " holds no content");
+  }
+  BlockTable table(block_tokens());
+  for (BlockId b : blocks) table.AppendCachedBlock(pool_, b);
+  tables_.emplace(seq, std::move(table));
+  return Status::Ok();
+}
+
 Result<WriteOutcome> BlockManager::AppendSlots(SeqId seq, int64_t n) {
   if (n < 0) return Status::InvalidArgument("kvmeta: negative append for " + ToString(seq));
   KVF_ASSIGN_OR_RETURN(BlockTable * table, FindMutable(seq));
@@ -168,9 +182,10 @@ Status BlockManager::CheckInvariants() const {
   }
   for (int32_t i = 0; i < num_blocks(); ++i) {
     const BlockId block = MakeBlockId(i);
+    if (external_refs_) refs[static_cast<size_t>(i)] += external_refs_(block);
     if (pool_.RefCount(block) != refs[static_cast<size_t>(i)]) {
       return Status::Internal(base::StrFormat(
-          "kvmeta manager: %s has ref count %d but %d table references", ToString(block).c_str(),
+          "kvmeta manager: %s has ref count %d but %d table (and cache) references", ToString(block).c_str(),
           pool_.RefCount(block), refs[static_cast<size_t>(i)]));
     }
   }

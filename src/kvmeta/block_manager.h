@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -80,6 +81,9 @@ class BlockManager {
   // Creates seq with num_tokens token slots. On shortage returns missing_blocks > 0 and creates
   // nothing. Does not apply the watermark: ask CanAllocate first.
   Result<WriteOutcome> Allocate(SeqId seq, int64_t num_tokens);
+  // Creates seq from full blocks found in a prefix cache (each Acquire()d: shared if in use,
+  // revived if evictable). The blocks must hold content (not free).
+  Status AttachCached(SeqId seq, const std::vector<BlockId>& blocks);
   Result<WriteOutcome> AppendSlots(SeqId seq, int64_t n);
   Result<WriteOutcome> MakeWritable(SeqId seq, int64_t begin, int64_t end);
   // child shares every block of parent (child must not exist yet).
@@ -93,6 +97,10 @@ class BlockManager {
   const BlockPool& pool() const { return pool_; }
   BlockPool& mutable_pool() { return pool_; }
 
+  // Holders other than tables (a radix prefix cache's nodes) reported per block, so that
+  // CheckInvariants can still equate ref counts with holders.
+  void SetExternalRefs(std::function<int32_t(BlockId)> refs) { external_refs_ = std::move(refs); }
+
   Status CheckInvariants() const;
 
  private:
@@ -102,6 +110,7 @@ class BlockManager {
   BlockPool pool_;
   int32_t watermark_blocks_ = 0;
   std::unordered_map<SeqId, BlockTable> tables_;
+  std::function<int32_t(BlockId)> external_refs_;
 };
 
 }  // namespace kvforge::kvmeta

@@ -13,7 +13,43 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
   mc.block_tokens = cfg.store.block_tokens;
   mc.watermark = 0;
   KVF_ASSIGN_OR_RETURN(kvmeta::BlockManager mgr, kvmeta::BlockManager::Create(mc));
-  return std::unique_ptr<PagedKvCache>(new PagedKvCache(std::move(mgr), std::move(store)));
+  std::unique_ptr<PagedKvCache> cache(new PagedKvCache(std::move(mgr), std::move(store)));
+  if (cfg.prefix_caching) {
+    cache->prefix_ = kvmeta::MakePrefixCache(cfg.prefix_mode, &cache->mgr_.mutable_pool());
+    kvmeta::PrefixCache* pc = cache->prefix_.get();
+    cache->mgr_.SetExternalRefs([pc](kvmeta::BlockId b) { return pc->HeldRefs(b); });
+  }
+  return cache;
+}
+
+void PagedKvCache::MakeRoom(int64_t n) {
+  if (prefix_ && mgr_.num_free_blocks() < n) prefix_->Reclaim(n);
+}
+
+int64_t PagedKvCache::AttachPrefix(int64_t seq, const kvmeta::PrefixMatch& m,
+                                   int64_t query_tokens) {
+  if (Contains(seq)) return -1;
+  std::vector<kvmeta::BlockId> full = m.full_blocks;
+  int64_t tokens = static_cast<int64_t>(full.size()) * block_tokens();
+  const int64_t partial = m.num_tokens - tokens;
+  if (!mgr_.AttachCached(MakeSeqId(seq), full).ok()) return -1;
+  if (partial > 0 && kvmeta::IsValid(m.partial_block)) {
+    // Sharing the full blocks pinned them; the copy must not evict its own source.
+    if (prefix_) prefix_->OnAttach(MakeSeqId(seq), m, query_tokens);
+    MakeRoom(1);
+    auto r = mgr_.AppendSlots(MakeSeqId(seq), partial);
+    if (r.ok() && r->ok()) {
+      Apply(*r);
+      const int32_t dst = kvmeta::BlockIndex(mgr_.Find(MakeSeqId(seq))->blocks().back());
+      store_->CopyBlockPrefix(kvmeta::BlockIndex(m.partial_block), dst,
+                              static_cast<int32_t>(partial));
+      tokens += partial;
+    }
+  } else if (prefix_) {
+    prefix_->OnAttach(MakeSeqId(seq), m, query_tokens);
+  }
+  Refresh(seq);
+  return tokens;
 }
 
 int64_t PagedKvCache::NumTokens(int64_t seq) const {
@@ -44,6 +80,7 @@ const std::vector<int32_t>& PagedKvCache::Table(int64_t seq) const {
 }
 
 bool PagedKvCache::AddSequence(int64_t seq, int64_t n_tokens) {
+  MakeRoom(mgr_.BlocksForPrompt(n_tokens));
   auto r = mgr_.Allocate(MakeSeqId(seq), n_tokens);
   KVF_DCHECK(r.ok());  // a duplicate id or a negative count is a caller bug, not a shortage
   if (!r.ok() || !r->ok()) return false;
@@ -53,6 +90,7 @@ bool PagedKvCache::AddSequence(int64_t seq, int64_t n_tokens) {
 }
 
 bool PagedKvCache::AppendSlots(int64_t seq, int64_t n) {
+  MakeRoom(mgr_.BlocksNeededToAppend(MakeSeqId(seq), n));
   auto r = mgr_.AppendSlots(MakeSeqId(seq), n);
   KVF_DCHECK(r.ok());  // an unknown id is a caller bug, not a shortage
   if (!r.ok() || !r->ok()) return false;
@@ -80,6 +118,7 @@ Status PagedKvCache::Truncate(int64_t seq, int64_t n) {
 }
 
 void PagedKvCache::Free(int64_t seq) {
+  if (prefix_) prefix_->OnRelease(MakeSeqId(seq));
   if (Contains(seq)) (void)mgr_.Free(MakeSeqId(seq));
   tables_.erase(seq);
 }
@@ -103,6 +142,7 @@ int64_t PagedKvCache::LiveTokens() const {
 
 Status PagedKvCache::CheckInvariants() const {
   KVF_RETURN_IF_ERROR(mgr_.CheckInvariants());
+  if (prefix_) KVF_RETURN_IF_ERROR(prefix_->CheckInvariants());
   if (tables_.size() != static_cast<size_t>(mgr_.num_sequences()))
     return Status::Internal("dense table count differs from the block manager's");
   for (const auto& [seq, dense] : tables_) {

@@ -15,6 +15,7 @@
 
 #include "kvforge/status.h"
 #include "kvmeta/block_manager.h"
+#include "kvmeta/prefix_cache.h"
 #include "kvstore/kv_access.h"
 #include "kvstore/kv_store.h"
 
@@ -22,6 +23,8 @@ namespace kvforge::kvstore {
 
 struct PagedKvCacheConfig {
   KvStoreConfig store;  // admission watermarks are the scheduler's business, not the cache's
+  bool prefix_caching = false;
+  kvmeta::PrefixCacheMode prefix_mode = kvmeta::PrefixCacheMode::kHash;
 };
 
 class PagedKvCache final : public KvAccess {
@@ -36,6 +39,14 @@ class PagedKvCache final : public KvAccess {
   int64_t NumTokens(int64_t seq) const;
   // Creates `seq` with room for n_tokens. False (nothing changed) when blocks are short.
   bool AddSequence(int64_t seq, int64_t n_tokens);
+  // Creates `seq` from a prefix-cache match: shares m.full_blocks and, for a token-granular hit
+  // ending inside a block, copies that block's first slots into a private block. Returns the
+  // tokens `seq` now holds with valid K/V (the partial part is dropped when no block is free);
+  // -1 when `seq` exists already. query_tokens is what the sequence asked for (statistics).
+  int64_t AttachPrefix(int64_t seq, const kvmeta::PrefixMatch& m, int64_t query_tokens);
+  // nullptr when prefix caching is off.
+  kvmeta::PrefixCache* prefix_cache() { return prefix_.get(); }
+  const kvmeta::PrefixCache* prefix_cache() const { return prefix_.get(); }
   // Adds room for n more tokens to `seq` (copy-on-write of a shared last block included).
   bool AppendSlots(int64_t seq, int64_t n);
   // Makes sure `seq` has room for `total` tokens (no-op if it already has).
@@ -53,9 +64,15 @@ class PagedKvCache final : public KvAccess {
   // Physical blocks of `seq` in position order (nullptr when unknown).
   const std::vector<int32_t>* Blocks(int64_t seq) const;
   KvStore& mutable_store() { return *store_; }
-  int64_t num_free_blocks() const { return mgr_.num_free_blocks(); }
+  // Blocks a sequence can get now: free, evictable (hash cache) and reclaimable (radix cache).
+  int64_t num_free_blocks() const {
+    return mgr_.num_free_blocks() + (prefix_ ? prefix_->ReclaimableBlocks() : 0);
+  }
   int64_t num_blocks() const { return mgr_.num_blocks(); }
-  double Usage() const { return mgr_.Usage(); }
+  // Fraction of blocks held by sequences (cached-only blocks count as free, as in vLLM).
+  double Usage() const {
+    return 1.0 - static_cast<double>(num_free_blocks()) / static_cast<double>(num_blocks());
+  }
   // Live tokens held (sum of table lengths) versus slots reserved (blocks x block_tokens).
   int64_t LiveTokens() const;
 
@@ -72,12 +89,15 @@ class PagedKvCache final : public KvAccess {
   PagedKvCache(kvmeta::BlockManager mgr, std::unique_ptr<KvStore> store)
       : mgr_(std::move(mgr)), store_(std::move(store)) {}
   void Apply(const kvmeta::WriteOutcome& out);
+  // Radix cache: evicts cached-only blocks until `n` blocks are free in the pool.
+  void MakeRoom(int64_t n);
   void Refresh(int64_t seq);
   const std::vector<int32_t>& Table(int64_t seq) const;
 
   kvmeta::BlockManager mgr_;
   std::unique_ptr<KvStore> store_;
   std::unordered_map<int64_t, std::vector<int32_t>> tables_;  // dense copies for the kernels
+  std::unique_ptr<kvmeta::PrefixCache> prefix_;  // after mgr_: destroyed before the pool
 };
 
 }  // namespace kvforge::kvstore

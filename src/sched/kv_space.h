@@ -45,6 +45,24 @@ class KvSpace {
   virtual bool SwapOut(int64_t seq) = 0;
   virtual bool CanSwapIn(int64_t seq) const = 0;
   virtual bool SwapIn(int64_t seq) = 0;
+
+  // Prefix caching (optional; a space without it keeps these defaults). `num_tokens` is the
+  // sequence's known token count; the cached prefix never covers its last token (whose logits
+  // must be computed). BlocksToGrow for an unknown sequence already discounts the blocks a hit
+  // would share.
+  virtual bool prefix_caching() const { return false; }
+  // Tokens of unknown `seq` whose K/V the cache holds now.
+  virtual int64_t CachedPrefixTokens(int64_t /*seq*/, int64_t /*num_tokens*/) const { return 0; }
+  // Tokens of unknown `seq` that are cached or being prefilled by running sequences (the cache
+  // will hold them after those prefills finish): waiting a step or two may save recomputing them.
+  virtual int64_t InflightPrefixTokens(int64_t /*seq*/, int64_t /*num_tokens*/) const {
+    return 0;
+  }
+  // Creates unknown `seq` holding its cached prefix; returns the tokens now computed (0: none).
+  virtual int64_t AttachCachedPrefix(int64_t /*seq*/, int64_t /*num_tokens*/) { return 0; }
+  // The scheduler committed K/V for tokens [0, num_computed) of `seq` (in_prefill: still in its
+  // prompt or recompute). Called before any Free of that sequence in the same commit.
+  virtual void OnComputed(int64_t /*seq*/, int64_t /*num_computed*/, bool /*in_prefill*/) {}
 };
 
 }  // namespace kvforge::sched

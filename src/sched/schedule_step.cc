@@ -230,12 +230,80 @@ void Scheduler::Impl::SwapInRequests(PlanBuilder* b, int64_t* avail, bool* exemp
   }
 }
 
+std::vector<Req*> Scheduler::Impl::AdmissionOrder() const {
+  std::vector<Req*> order;
+  order.reserve(waiting.size());
+  for (const auto& [rank, r] : waiting) order.push_back(r);
+  if (!kv->prefix_caching() || !cfg.cache_aware || cfg.static_batching ||
+      static_cast<int64_t>(order.size()) > cfg.lpm_max_queue || order.size() < 2)
+    return order;
+  struct Key {
+    Rank rank;
+    int64_t cached;
+  };
+  std::vector<std::pair<Key, Req*>> keyed;
+  keyed.reserve(order.size());
+  for (Req* r : order) {
+    int64_t cached = 0;
+    for (const SeqState& s : r->seqs)
+      if (!Complete(*r, s) && s.kv_slots == 0) {
+        cached = kv->CachedPrefixTokens(s.id, s.num_tokens);
+        break;
+      }
+    keyed.push_back({{RankOf(*r), cached}, r});
+  }
+  // Promotion and priority still come first; within them the longest cached prefix, then age.
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    const Rank& x = a.first.rank;
+    const Rank& y = b.first.rank;
+    if (x.promoted_class != y.promoted_class) return x.promoted_class < y.promoted_class;
+    if (x.priority != y.priority) return x.priority < y.priority;
+    if (a.first.cached != b.first.cached) return a.first.cached > b.first.cached;
+    return x.arrival < y.arrival;
+  });
+  for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
+  return order;
+}
+
+bool Scheduler::Impl::DeferForInflightPrefix(const Req& r) const {
+  if (!kv->prefix_caching() || !cfg.cache_aware || cfg.static_batching || r.promoted ||
+      running.empty())
+    return false;
+  for (const SeqState& s : r.seqs) {
+    if (Complete(r, s) || s.kv_slots != 0) continue;
+    const int64_t inflight = kv->InflightPrefixTokens(s.id, s.num_tokens);
+    return inflight >= kv->CachedPrefixTokens(s.id, s.num_tokens) + 2 * kv->block_tokens();
+  }
+  return false;
+}
+
+void Scheduler::Impl::AttachPrefixes(Req* r) {
+  if (!kv->prefix_caching()) return;
+  int64_t first_hit = 0;
+  bool first = true;
+  for (SeqState& s : r->seqs) {
+    if (Complete(*r, s) || s.kv_slots != 0 || s.num_computed != 0) continue;
+    const int64_t hit = kv->AttachCachedPrefix(s.id, s.num_tokens);
+    if (hit > 0) {
+      s.num_computed = std::min(hit, s.num_tokens - 1);
+      s.kv_slots = hit;
+    }
+    if (first) first_hit = std::max<int64_t>(0, s.num_computed);
+    first = false;
+  }
+  if (!r->admitted_once) r->cached_tokens = first_hit;
+  r->admitted_once = true;
+}
+
 void Scheduler::Impl::AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt) {
   int64_t reserved = RunningReservation();
-  for (auto it = waiting.begin(); it != waiting.end();) {
-    Req* r = it->second;
+  for (Req* r : AdmissionOrder()) {
     if (!cfg.static_batching && (b->budget <= 0 || b->num_seqs() >= cfg.max_num_seqs)) break;
     if (reserved + SeqReservation(*r) > cfg.max_num_seqs) break;
+    if (DeferForInflightPrefix(*r)) {
+      ++stats.num_prefix_deferrals;
+      continue;
+    }
     const int64_t need = AdmissionNeed(*r);
     if (need + (*exempt ? 0 : watermark_blocks) > *avail) break;
     if (!cfg.static_batching && !cfg.chunked_prefill) {
@@ -244,11 +312,12 @@ void Scheduler::Impl::AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt)
                                 [r](const SeqState& s) { return !Complete(*r, s); });
       if (first != r->seqs.end() && PrefillChunk(*first, b->budget) == 0) break;
     }
-    it = waiting.erase(it);
+    waiting.erase(RankOf(*r));
     aging.erase(r->arrival);
     *avail -= need;
     *exempt = false;
     reserved += SeqReservation(*r);
+    AttachPrefixes(r);
     PushRunning(r);
     ScheduleSeqs(r, /*prefill=*/true, /*may_preempt=*/false, b);
   }

@@ -279,6 +279,7 @@ Status Scheduler::OnStepDone(const StepPlan& plan, const std::vector<SeqOutcome>
     if (s == nullptr || s->inflight_end < 0) continue;
     s->num_computed = s->inflight_end;
     s->inflight_end = -1;
+    m.kv->OnComputed(id, s->num_computed, s->num_computed <= s->prefill_end);
   }
   m.inflight_seqs.clear();
   m.pending_step = 0;
@@ -383,6 +384,11 @@ std::vector<int64_t> Scheduler::Sequences(RequestId id) const {
 int64_t Scheduler::NumTokens(int64_t seq) const {
   const SeqState* s = impl_->FindSeq(seq);
   return s == nullptr ? -1 : s->num_tokens;
+}
+
+int64_t Scheduler::NumCachedTokens(RequestId id) const {
+  const Req* r = impl_->Find(id);
+  return r == nullptr ? -1 : r->cached_tokens;
 }
 
 int64_t Scheduler::NumComputed(int64_t seq) const {

@@ -95,6 +95,12 @@ struct SchedulerConfig {
   // Fraction of all KV blocks kept free when admitting or swapping in (0 <= w < 1), so running
   // sequences can grow for a while without preemption (vLLM v0's watermark).
   double kv_watermark = 0.01;
+  // With a prefix-caching KvSpace: admit waiting requests with the longest cached prefix first
+  // (SGLang's longest-prefix-match; aging still promotes starved requests ahead of everything),
+  // and hold back a request whose prefix another running request is prefilling right now until
+  // that prefix is cached. Plain rank order when more than lpm_max_queue requests wait.
+  bool cache_aware = true;
+  int64_t lpm_max_queue = 128;
 
   Status Validate() const;
 };
@@ -152,6 +158,7 @@ struct SchedulerStats {
   int64_t num_recomputed_tokens = 0;  // computed tokens thrown away by recompute preemption
   int64_t num_swap_ins = 0;
   int64_t num_steps = 0;  // Schedule() calls
+  int64_t num_prefix_deferrals = 0;  // admissions held back for an in-flight shared prefix
 };
 
 class Scheduler {
@@ -195,6 +202,9 @@ class Scheduler {
   bool Contains(RequestId id) const;
   // Live sequences of a request, in creation order (empty if unknown).
   std::vector<int64_t> Sequences(RequestId id) const;
+  // Prompt tokens found in the prefix cache when the request was first admitted (0: none or
+  // not admitted yet; -1: unknown request).
+  int64_t NumCachedTokens(RequestId id) const;
   // Committed counts; -1 for an unknown sequence.
   int64_t NumTokens(int64_t seq) const;
   int64_t NumComputed(int64_t seq) const;

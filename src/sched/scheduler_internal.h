@@ -47,6 +47,8 @@ struct Req {
   int64_t prompt_tokens = 0;
   int64_t max_new_tokens = 0;
   bool promoted = false;
+  bool admitted_once = false;
+  int64_t cached_tokens = 0;  // prefix-cache hit at first admission
   Queue queue = Queue::kWaiting;
   std::vector<SeqState> seqs;  // creation order
 };
@@ -102,6 +104,12 @@ struct Scheduler::Impl {
   int64_t SwapInNeed(const Req& r) const;
   void SwapInRequests(PlanBuilder* b, int64_t* avail, bool* exempt);
   void AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt);
+  // Waiting requests in the order admission visits them (rank, or longest cached prefix).
+  std::vector<Req*> AdmissionOrder() const;
+  // True when `r` should wait for a prefix another running request is computing.
+  bool DeferForInflightPrefix(const Req& r) const;
+  // Gives the fresh sequences of `r` their cached prefixes (num_computed = hit).
+  void AttachPrefixes(Req* r);
 
   SchedulerConfig cfg;
   KvSpace* kv;

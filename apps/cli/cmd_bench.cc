@@ -3,12 +3,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/strings.h"
 #include "bench_common.h"
+#include "bench_workload.h"
 #include "commands.h"
 #include "engine/engine_core.h"
 #include "flags.h"
@@ -19,80 +21,73 @@ namespace {
 
 using base::StrFormat;
 
-struct Workload {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int32_t> output_lens;
-};
-
-// Seeded synthetic requests. "sharegpt": log-normal prompt and output lengths resembling the
-// ShareGPT conversations vLLM benchmarks with (median prompt ~ input_len, long tail), clipped to
-// the context; "fixed": every prompt input_len tokens, every output output_len.
-Workload MakeWorkload(const std::string& kind, int64_t n, int64_t input_len, int64_t output_len,
-                      int64_t max_len, int64_t vocab, uint64_t seed) {
-  Workload w;
-  std::mt19937_64 rng(seed);
-  std::lognormal_distribution<double> in_d(std::log(static_cast<double>(input_len)), 0.8);
-  std::lognormal_distribution<double> out_d(std::log(static_cast<double>(output_len)), 0.7);
-  std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(vocab - 1));
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t il = input_len, ol = output_len;
-    if (kind == "sharegpt") {
-      il = std::clamp<int64_t>(static_cast<int64_t>(in_d(rng)), 4, max_len / 2);
-      ol = std::clamp<int64_t>(static_cast<int64_t>(out_d(rng)), 4, max_len / 2);
-    }
-    std::vector<int32_t> p(static_cast<size_t>(il));
-    p[0] = 1;
-    for (size_t k = 1; k < p.size(); ++k) p[k] = tok(rng);
-    w.prompts.push_back(std::move(p));
-    w.output_lens.push_back(static_cast<int32_t>(ol));
-  }
-  return w;
-}
-
 struct ThroughputResult {
   std::string mode;
   int64_t requests = 0;
   double duration_s = 0;
-  int64_t prompt_tokens = 0, output_tokens = 0;
+  int64_t prompt_tokens = 0, output_tokens = 0, cached_tokens = 0;
   Percentiles ttft, itl, e2e;
   int64_t preemptions = 0;
   double kv_utilization = 0;
+  bool prefix_caching = false;
+  double prefix_hit_rate = 0;  // prompt tokens found in the prefix cache / prompt tokens asked
+  int64_t prefix_evicted_blocks = 0;
+  double output_tps() const { return output_tokens / duration_s; }
   std::string ToJson() const {
     return StrFormat(
         "{\"requests\":%lld,\"duration_s\":%.3f,\"requests_per_s\":%.3f,\"output_tokens_per_s\":%."
         "2f,"
         "\"total_tokens_per_s\":%.2f,\"prompt_tokens\":%lld,\"output_tokens\":%lld,"
-        "\"ttft_ms\":%s,\"itl_ms\":%s,\"e2e_ms\":%s,\"preemptions\":%lld,\"kv_utilization\":%.4f}",
+        "\"ttft_ms\":%s,\"itl_ms\":%s,\"e2e_ms\":%s,\"preemptions\":%lld,\"kv_utilization\":%.4f,"
+        "\"prefix_cache\":\"%s\",\"prefix_hit_rate\":%.4f,\"cached_tokens\":%lld,"
+        "\"prefix_evicted_blocks\":%lld}",
         (long long)requests, duration_s, requests / duration_s, output_tokens / duration_s,
         (prompt_tokens + output_tokens) / duration_s, (long long)prompt_tokens,
         (long long)output_tokens, ttft.ToJson().c_str(), itl.ToJson().c_str(), e2e.ToJson().c_str(),
-        (long long)preemptions, kv_utilization);
+        (long long)preemptions, kv_utilization, prefix_caching ? "on" : "off", prefix_hit_rate,
+        (long long)cached_tokens, (long long)prefix_evicted_blocks);
   }
 };
 
-Result<ThroughputResult> RunThroughput(const LLMConfig& base_cfg, const std::string& mode,
+struct RunSpec {
+  std::string label;     // printed / JSON key
+  std::string batching;  // static | continuous
+  std::string prefix;    // off | hash | radix
+};
+
+Result<ThroughputResult> RunThroughput(const LLMConfig& base_cfg, const RunSpec& spec,
                                        const Workload& w, bool progress) {
   LLMConfig cfg = base_cfg;
-  cfg.batching = mode;
+  cfg.batching = spec.batching;
+  cfg.enable_prefix_caching = spec.prefix != "off";
+  if (cfg.enable_prefix_caching) cfg.prefix_cache_mode = spec.prefix;
   LLM llm(cfg);
   if (!llm.ok()) return llm.status();
-  // One request per prompt, each with its own output length: submit through the core directly.
+  // One request per turn, each with its own output length, submitted through the core directly;
+  // a conversation's next turn is queued when its previous turn finishes.
   EngineCore* core = llm.core();
   ThroughputResult r;
-  r.mode = mode;
-  r.requests = static_cast<int64_t>(w.prompts.size());
+  r.mode = spec.label;
+  r.requests = w.num_requests();
   std::vector<double> ttft, itl, e2e;
   int64_t done = 0;
-  ProgressBar bar(progress, "bench " + mode, r.requests);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < w.prompts.size(); ++i) {
+  ProgressBar bar(progress, "bench " + spec.label, r.requests);
+  struct Next {
+    size_t conv;
+    size_t turn;
+    std::vector<int32_t> prompt;
+  };
+  std::vector<Next> queued;
+  Status cb_status = Status::Ok();
+  std::function<Status(Next)> submit = [&](Next n) -> Status {
     SamplingParams sp;
     sp.temperature = 0;
     sp.ignore_eos = true;
-    sp.max_tokens = w.output_lens[i];
+    sp.max_tokens = w.conversations[n.conv][n.turn].output_len;
+    std::vector<int32_t> prompt = n.prompt;
     auto id = core->AddRequest(
-        w.prompts[i], sp,
-        [&](const RequestOutput& out) {
+        std::move(prompt), sp,
+        [&, n](const RequestOutput& out) {
           if (!out.finished) return;
           ++done;
           bar.Update(done);
@@ -101,40 +96,73 @@ Result<ThroughputResult> RunThroughput(const LLMConfig& base_cfg, const std::str
           itl.insert(itl.end(), out.metrics.itl_ms.begin(), out.metrics.itl_ms.end());
           r.prompt_tokens += out.metrics.prompt_tokens;
           r.output_tokens += out.metrics.generated_tokens;
+          r.cached_tokens += out.metrics.cached_tokens;
           r.preemptions += out.metrics.num_preemptions;
+          if (n.turn + 1 < w.conversations[n.conv].size()) {
+            Next next{n.conv, n.turn + 1, n.prompt};
+            const auto& gen = out.outputs.at(0).token_ids;
+            next.prompt.insert(next.prompt.end(), gen.begin(), gen.end());
+            const auto& user = w.conversations[n.conv][n.turn + 1].user;
+            next.prompt.insert(next.prompt.end(), user.begin(), user.end());
+            queued.push_back(std::move(next));
+          }
         },
         0);
-    if (!id.ok()) return id.error();
+    return id.ok() ? Status::Ok() : id.error();
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t c = 0; c < w.conversations.size(); ++c)
+    KVF_RETURN_IF_ERROR(submit({c, 0, w.conversations[c][0].user}));
+  while (core->HasWork() || !queued.empty()) {
+    if (core->HasWork()) KVF_RETURN_IF_ERROR(core->Step());
+    std::vector<Next> now;
+    now.swap(queued);
+    for (auto& n : now) KVF_RETURN_IF_ERROR(submit(std::move(n)));
   }
-  while (core->HasWork()) KVF_RETURN_IF_ERROR(core->Step());
   r.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bar.Finish();
   r.ttft = Percentiles::Of(ttft);
   r.itl = Percentiles::Of(itl);
   r.e2e = Percentiles::Of(e2e);
   r.kv_utilization = core->MeanKvUtilization();
+  const EngineStats st = core->Stats();
+  r.prefix_caching = st.prefix_caching;
+  r.prefix_hit_rate = st.prefix_cache_query_tokens > 0
+                          ? static_cast<double>(st.prefix_cache_hit_tokens) /
+                                static_cast<double>(st.prefix_cache_query_tokens)
+                          : 0.0;
+  r.prefix_evicted_blocks = st.prefix_cache_evicted_blocks;
   return r;
 }
 
 int ThroughputMain(const Args& args) {
   std::string model, workload = "sharegpt", batching = "continuous", plot, kv_mem,
-                     preempt = "recompute";
+                     preempt = "recompute", prefix = "hash";
   int64_t num_prompts = 64, input_len = 128, output_len = 128, seed = 1, threads = 0,
-          max_num_seqs = 64, max_batched = 2048, block_size = 16, max_len = 0;
+          max_num_seqs = 64, max_batched = 2048, block_size = 16, max_len = 0, prefix_len = 400,
+          turns = 4;
   bool json = false, compare = false, no_progress = false, contiguous = false;
   FlagParser p(
       "bench throughput",
-      "Offline throughput on a seeded synthetic workload: every request is submitted at t=0 and\n"
-      "the engine runs until all finish (greedy, ignore_eos, each request's own output length).\n"
-      "--compare runs static and continuous batching on the same workload in one process.");
+      "Offline throughput on a seeded synthetic workload: every conversation's first request is\n"
+      "submitted at t=0, later turns when the previous one finishes; the engine runs until all\n"
+      "finish (greedy, ignore_eos, each request's own output length). --compare runs static and\n"
+      "continuous batching on the same workload in one process; --prefix-cache all runs caching\n"
+      "off, hash and radix and prints the ratios.");
   p.AddString("model", &model, "GGUF model (default: the embedded model)");
-  p.AddString("workload", &workload, "sharegpt (log-normal lengths) | fixed");
-  p.AddInt("num-prompts", &num_prompts, "requests");
-  p.AddInt("input-len", &input_len, "prompt tokens (median for sharegpt)");
+  p.AddString("workload", &workload,
+              "sharegpt (log-normal lengths) | fixed | shared-prefix | multi-turn | few-shot");
+  p.AddInt("num-prompts", &num_prompts, "requests (conversations for multi-turn)");
+  p.AddInt("input-len", &input_len,
+           "prompt tokens (median for sharegpt; the distinct suffix / question for shared-prefix "
+           "and few-shot; the first message for multi-turn)");
   p.AddInt("output-len", &output_len, "generated tokens (median for sharegpt)");
+  p.AddInt("prefix-len", &prefix_len, "shared-prefix: tokens of the common prefix");
+  p.AddInt("turns", &turns, "multi-turn: turns per conversation");
   p.AddInt("seed", &seed, "workload seed");
   p.AddString("batching", &batching, "continuous | static");
   p.AddBool("compare", &compare, "run static and continuous, print both and the ratio");
+  p.AddString("prefix-cache", &prefix, "off | hash | radix | all (run the three, print ratios)");
   p.AddInt("threads", &threads, "compute threads (0 = cores)");
   p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step");
   p.AddInt("max-num-batched-tokens", &max_batched, "tokens per step");
@@ -149,9 +177,10 @@ int ThroughputMain(const Args& args) {
   p.AddBool("no-progress", &no_progress, "no progress bar");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (num_prompts <= 0 || input_len <= 0 || output_len <= 0 || threads < 0 || max_num_seqs <= 0 ||
-      max_batched <= 0 || block_size <= 0 || max_len < 0 ||
-      (workload != "sharegpt" && workload != "fixed") ||
-      (batching != "static" && batching != "continuous")) {
+      max_batched <= 0 || block_size <= 0 || max_len < 0 || prefix_len <= 0 || turns <= 0 ||
+      !IsWorkloadKind(workload) || (batching != "static" && batching != "continuous") ||
+      (prefix != "off" && prefix != "hash" && prefix != "radix" && prefix != "all") ||
+      (compare && prefix == "all")) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
@@ -169,25 +198,49 @@ int ThroughputMain(const Args& args) {
     return 2;
   }
   // Model facts for the workload (vocabulary, context) come from a throwaway core.
-  LLM probe(cfg);
-  if (!probe.ok()) {
-    std::fprintf(stderr, "kvforge: %s\n", probe.status().message().c_str());
-    return 1;
+  int64_t ctx = 0, vocab = 0;
+  {
+    LLM probe(cfg);
+    if (!probe.ok()) {
+      std::fprintf(stderr, "kvforge: %s\n", probe.status().message().c_str());
+      return 1;
+    }
+    ctx = probe.core()->max_model_len();
+    vocab = probe.core()->model_config().n_vocab;
   }
-  const int64_t ctx = probe.core()->max_model_len();
-  const int64_t vocab = probe.core()->model_config().n_vocab;
-  if (input_len + output_len > ctx) {
-    std::fprintf(stderr, "kvforge: input-len + output-len exceeds the context (%lld)\n",
-                 (long long)ctx);
-    return 2;
+  WorkloadSpec ws;
+  ws.kind = workload;
+  ws.num_prompts = num_prompts;
+  ws.input_len = input_len;
+  ws.output_len = output_len;
+  ws.prefix_len = prefix_len;
+  ws.turns = turns;
+  ws.max_len = ctx;
+  ws.vocab = vocab;
+  ws.seed = static_cast<uint64_t>(seed);
+  const Workload w = MakeWorkload(ws);
+  for (const auto& conv : w.conversations) {
+    int64_t total = 0;
+    for (const Turn& t : conv) total += static_cast<int64_t>(t.user.size()) + t.output_len;
+    if (total > ctx) {
+      std::fprintf(stderr,
+                   "kvforge: a request of this workload needs %lld tokens, more than the context "
+                   "(%lld): lower the lengths\n",
+                   (long long)total, (long long)ctx);
+      return 2;
+    }
   }
-  const Workload w = MakeWorkload(workload, num_prompts, input_len, output_len, ctx, vocab,
-                                  static_cast<uint64_t>(seed));
-  std::vector<std::string> modes = compare ? std::vector<std::string>{"static", "continuous"}
-                                           : std::vector<std::string>{batching};
+  std::vector<RunSpec> runs;
+  if (compare) {
+    runs = {{"static", "static", prefix}, {"continuous", "continuous", prefix}};
+  } else if (prefix == "all") {
+    runs = {{"off", batching, "off"}, {"hash", batching, "hash"}, {"radix", batching, "radix"}};
+  } else {
+    runs = {{batching, batching, prefix}};
+  }
   std::vector<ThroughputResult> results;
-  for (const auto& m : modes) {
-    auto r = RunThroughput(cfg, m, w, !no_progress);
+  for (const auto& rs : runs) {
+    auto r = RunThroughput(cfg, rs, w, !no_progress);
     if (!r.ok()) {
       std::fprintf(stderr, "kvforge: %s\n", r.error().message().c_str());
       return 1;
@@ -198,8 +251,16 @@ int ThroughputMain(const Args& args) {
     if (compare) {
       std::printf("{\"static\":%s,\"continuous\":%s,\"ratio_output_tokens_per_s\":%.3f}\n",
                   results[0].ToJson().c_str(), results[1].ToJson().c_str(),
-                  (results[1].output_tokens / results[1].duration_s) /
-                      (results[0].output_tokens / results[0].duration_s));
+                  results[1].output_tps() / results[0].output_tps());
+    } else if (prefix == "all") {
+      std::printf(
+          "{\"workload\":\"%s\",\"off\":%s,\"hash\":%s,\"radix\":%s,"
+          "\"ratio_output_tokens_per_s\":{\"hash\":%.3f,\"radix\":%.3f},"
+          "\"ratio_mean_ttft\":{\"hash\":%.3f,\"radix\":%.3f}}\n",
+          workload.c_str(), results[0].ToJson().c_str(), results[1].ToJson().c_str(),
+          results[2].ToJson().c_str(), results[1].output_tps() / results[0].output_tps(),
+          results[2].output_tps() / results[0].output_tps(),
+          results[1].ttft.mean / results[0].ttft.mean, results[2].ttft.mean / results[0].ttft.mean);
     } else {
       std::printf("%s\n", results[0].ToJson().c_str());
     }
@@ -207,24 +268,27 @@ int ThroughputMain(const Args& args) {
     for (const auto& r : results)
       std::printf(
           "%-10s %lld requests in %.2f s: %.2f req/s, %.1f output tok/s, %.1f total tok/s; TTFT "
-          "p50/p90/p99 "
-          "%.0f/%.0f/%.0f ms; ITL p50/p90/p99 %.1f/%.1f/%.1f ms; preemptions %lld; KV utilization "
-          "%.1f%%\n",
+          "mean %.0f ms, p50/p90/p99 %.0f/%.0f/%.0f ms; ITL p50/p90/p99 %.1f/%.1f/%.1f ms; "
+          "preemptions %lld; KV utilization %.1f%%; prefix hit rate %.1f%%\n",
           r.mode.c_str(), (long long)r.requests, r.duration_s, r.requests / r.duration_s,
-          r.output_tokens / r.duration_s, (r.prompt_tokens + r.output_tokens) / r.duration_s,
+          r.output_tps(), (r.prompt_tokens + r.output_tokens) / r.duration_s, r.ttft.mean,
           r.ttft.p50, r.ttft.p90, r.ttft.p99, r.itl.p50, r.itl.p90, r.itl.p99,
-          (long long)r.preemptions, 100 * r.kv_utilization);
+          (long long)r.preemptions, 100 * r.kv_utilization, 100 * r.prefix_hit_rate);
     if (compare)
       std::printf("continuous / static output tokens/s: %.2fx\n",
-                  (results[1].output_tokens / results[1].duration_s) /
-                      (results[0].output_tokens / results[0].duration_s));
+                  results[1].output_tps() / results[0].output_tps());
+    if (prefix == "all")
+      std::printf(
+          "vs off: output tokens/s hash %.2fx, radix %.2fx; mean TTFT hash %.2fx, radix %.2fx\n",
+          results[1].output_tps() / results[0].output_tps(),
+          results[2].output_tps() / results[0].output_tps(),
+          results[1].ttft.mean / results[0].ttft.mean, results[2].ttft.mean / results[0].ttft.mean);
   }
   if (!plot.empty()) {
     std::vector<PlotRow> rows;
     for (const auto& r : results)
-      rows.push_back(
-          {r.mode, r.output_tokens / r.duration_s, r.ttft.p50, r.ttft.p99, r.itl.p50, r.itl.p99});
-    if (Status s = PlotBars(plot, "kvforge bench throughput", rows); !s.ok()) {
+      rows.push_back({r.mode, r.output_tps(), r.ttft.p50, r.ttft.p99, r.itl.p50, r.itl.p99});
+    if (Status s = PlotBars(plot, "kvforge bench throughput (" + workload + ")", rows); !s.ok()) {
       std::fprintf(stderr, "kvforge: %s\n", s.message().c_str());
       return 1;
     }

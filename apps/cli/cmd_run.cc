@@ -71,7 +71,8 @@ int RunPromptsFile(const std::string& path, const LLMConfig& cfg, const Sampling
 }  // namespace
 
 int RunMain(const Args& args) {
-  std::string model, prompt, prompts_file, kv_mem, system, chat_template_file;
+  std::string model, prompt, prompts_file, kv_mem, system, chat_template_file,
+      prefix_cache = "hash";
   bool chat = false;
   int64_t block_size = 16, max_num_seqs = 64, max_batched = 2048;
   int64_t max_tokens = 128, top_k = 40, seed = -1, threads = 0, ctx = 0;
@@ -105,11 +106,16 @@ int RunMain(const Args& args) {
               "run every line of FILE as a request, concurrently (JSON per line with --json)");
   p.AddString("kv-cache-memory", &kv_mem, "KV pool budget for --prompts-file, e.g. 512MiB");
   p.AddInt("block-size", &block_size, "KV block tokens");
+  p.AddString("prefix-cache", &prefix_cache, "off | hash | radix (--prompts-file)");
   p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step (--prompts-file)");
   p.AddInt("max-num-batched-tokens", &max_batched, "tokens per step (--prompts-file)");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (prompt.empty() == prompts_file.empty() && !p.Given("prompt")) {
     std::fprintf(stderr, "kvforge: give --prompt TEXT or --prompts-file FILE\n");
+    return 2;
+  }
+  if (prefix_cache != "off" && prefix_cache != "hash" && prefix_cache != "radix") {
+    std::fprintf(stderr, "kvforge: --prefix-cache must be off, hash or radix\n");
     return 2;
   }
   if (block_size <= 0 || max_num_seqs <= 0 || max_batched <= 0) {
@@ -148,6 +154,8 @@ int RunMain(const Args& args) {
     cfg.block_size = static_cast<int32_t>(block_size);
     cfg.max_num_seqs = max_num_seqs;
     cfg.max_num_batched_tokens = max_batched;
+    cfg.enable_prefix_caching = prefix_cache != "off";
+    if (cfg.enable_prefix_caching) cfg.prefix_cache_mode = prefix_cache;
     if (!kv_mem.empty() && !base::ParseByteSize(kv_mem, &cfg.kv_cache_memory_bytes)) {
       std::fprintf(stderr, "kvforge: --kv-cache-memory: not a byte size: '%s'\n", kv_mem.c_str());
       return 2;

@@ -33,7 +33,7 @@ std::string ModelId(const std::string& path) {
 
 int ServeMain(const Args& args) {
   std::string model, host = "127.0.0.1", api_key, preemption = "recompute", policy = "fcfs",
-                     chat_template_file, served_name;
+                     chat_template_file, served_name, prefix_cache = "hash";
   int64_t port = 8000, max_model_len = 0, max_num_seqs = 64, max_batched = 2048, block_size = 16,
           threads = 0;
   int64_t max_queue = 128, http_threads = 0;
@@ -59,6 +59,8 @@ int ServeMain(const Args& args) {
   p.AddInt("block-size", &block_size, "KV block tokens");
   p.AddInt("threads", &threads, "compute threads (0: one per core)");
   p.AddString("preemption", &preemption, "recompute | swap");
+  p.AddString("prefix-cache", &prefix_cache,
+              "off | hash (vLLM-style block hashes) | radix (SGLang-style radix tree)");
   p.AddString("scheduling-policy", &policy,
               "fcfs | priority (requests' \"priority\" field; lower first)");
   p.AddSize("max-body-bytes", &max_body, "largest request body accepted (413 beyond)");
@@ -84,6 +86,10 @@ int ServeMain(const Args& args) {
   }
   if (preemption != "recompute" && preemption != "swap") {
     std::fprintf(stderr, "kvforge: --preemption must be 'recompute' or 'swap'\n");
+    return 2;
+  }
+  if (prefix_cache != "off" && prefix_cache != "hash" && prefix_cache != "radix") {
+    std::fprintf(stderr, "kvforge: --prefix-cache must be off, hash or radix\n");
     return 2;
   }
   if (policy != "fcfs" && policy != "priority") {
@@ -113,6 +119,8 @@ int ServeMain(const Args& args) {
   cfg.threads = static_cast<int>(threads);
   cfg.preemption_mode = preemption;
   cfg.scheduling_policy = policy;
+  cfg.enable_prefix_caching = prefix_cache != "off";
+  if (cfg.enable_prefix_caching) cfg.prefix_cache_mode = prefix_cache;
 
   // Every thread created from here on inherits the blocked signals; only sigwait below takes them.
   sigset_t signals;

@@ -40,7 +40,7 @@ struct GenerationFields {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t priority = 0;        // lower runs earlier under --scheduling-policy priority (vLLM)
-  std::string cache_salt;      // accepted and ignored until prefix caching lands
+  std::string cache_salt;      // prefix-cache isolation: only equal salts share cached KV
   int32_t logprobs = -1;       // -1: none; else alternatives per token (0..20)
   bool echo = false;           // completions: prepend the prompt text to each choice
 };
@@ -112,7 +112,7 @@ struct Choice {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  int64_t cached_tokens = 0;  // prompt_tokens_details.cached_tokens (0 until prefix caching)
+  int64_t cached_tokens = 0;  // prompt_tokens_details.cached_tokens (prefix-cache hits)
 };
 
 // A completion, chat completion, or one streamed chunk of either.

@@ -163,8 +163,10 @@ struct Server::State {
   Gauge* swapped = nullptr;
   Gauge* kv_usage = nullptr;
   Gauge* preemptions = nullptr;
-  Counter* prefix_queries = nullptr;
-  Counter* prefix_hits = nullptr;
+  Gauge* prefix_queries = nullptr;  // cumulative engine counts, exported as counters
+  Gauge* prefix_hits = nullptr;
+  Gauge* prefix_evictions = nullptr;
+  Gauge* prefix_blocks = nullptr;
   Counter* prompt_tokens = nullptr;
   Counter* generation_tokens = nullptr;
   Counter* aborted = nullptr;
@@ -323,6 +325,7 @@ struct Server::State {
   HttpResponse Generate(Plan plan) {
     const char* prompt_param = plan.kind == Kind::kChat ? "messages" : "prompt";
     SamplingParams params = plan.gen.params;
+    params.cache_salt = plan.gen.cache_salt;
     int64_t longest = 0;
     for (const auto& p : plan.prompts) {
       if (p.empty()) return Error(Status::InvalidArgument("the prompt is empty"), prompt_param);
@@ -397,6 +400,7 @@ struct Server::State {
         return Error(ShuttingDown() ? Status::Unavailable("the server is shutting down")
                                     : Status::Internal("the engine aborted the request"));
       r.usage.prompt_tokens += static_cast<int64_t>(o.prompt_token_ids.size());
+      r.usage.cached_tokens += o.metrics.cached_tokens;
       for (const CompletionOutput& c : o.outputs) {
         Choice ch;
         ch.index = static_cast<int32_t>(i) * params.n + c.index;
@@ -478,6 +482,7 @@ struct Server::State {
         return;
       }
       usage.prompt_tokens += static_cast<int64_t>(o.prompt_token_ids.size());
+      usage.cached_tokens += o.metrics.cached_tokens;
       for (const CompletionOutput& c : o.outputs) {
         usage.completion_tokens += static_cast<int64_t>(c.token_ids.size());
         Choice ch;
@@ -571,6 +576,10 @@ struct Server::State {
     swapped->Set(static_cast<double>(s.num_swapped));
     kv_usage->Set(s.kv_usage);
     preemptions->Set(static_cast<double>(s.num_preemptions));
+    prefix_queries->Set(static_cast<double>(s.prefix_cache_query_tokens));
+    prefix_hits->Set(static_cast<double>(s.prefix_cache_hit_tokens));
+    prefix_evictions->Set(static_cast<double>(s.prefix_cache_evicted_blocks));
+    prefix_blocks->Set(static_cast<double>(s.prefix_cache_blocks));
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = reg.Render();
@@ -651,12 +660,15 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
   st->waiting = r.AddGauge("kvforge_requests_waiting", "Requests waiting to be scheduled.");
   st->swapped = r.AddGauge("kvforge_requests_swapped", "Sequences swapped out to host memory.");
   st->kv_usage = r.AddGauge("kvforge_kv_cache_usage", "Fraction of KV cache blocks in use (0-1).");
-  st->prefix_queries =
-      r.AddCounter("kvforge_prefix_cache_queries_total",
-                   "Prompt tokens looked up in the prefix cache (0: no prefix cache yet).");
-  st->prefix_hits =
-      r.AddCounter("kvforge_prefix_cache_hits_total",
-                   "Prompt tokens found in the prefix cache (0: no prefix cache yet).");
+  st->prefix_queries = r.AddGauge("kvforge_prefix_cache_queries_total",
+                                  "Prompt tokens looked up in the prefix cache.", true);
+  st->prefix_hits = r.AddGauge("kvforge_prefix_cache_hits_total",
+                               "Prompt tokens found in the prefix cache.", true);
+  st->prefix_evictions =
+      r.AddGauge("kvforge_prefix_cache_evicted_blocks_total",
+                 "Cached KV blocks whose content was dropped to make room.", true);
+  st->prefix_blocks =
+      r.AddGauge("kvforge_prefix_cache_blocks", "KV blocks holding cached prefix content.");
   st->preemptions =
       r.AddGauge("kvforge_preemptions_total", "Sequences preempted by the scheduler.", true);
   st->prompt_tokens =

@@ -62,7 +62,22 @@ TEST_F(ServerTest, CompletionMatchesTheEngine) {
   EXPECT_EQ(u["prompt_tokens"], h_->Tokenize(kPrompt).size());
   EXPECT_EQ(u["completion_tokens"], 24);
   EXPECT_EQ(u["total_tokens"], u["prompt_tokens"].get<int>() + 24);
-  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_TRUE(u["prompt_tokens_details"]["cached_tokens"].is_number_integer());
+}
+
+TEST_F(ServerTest, PrefixCacheHitsAreReportedPerSalt) {
+  std::string prompt;
+  for (int i = 0; i < 6; ++i) prompt += "Once upon a time there was a little girl named Lily. ";
+  auto ask = [&](const std::string& salt) {
+    Reply r = Post(url(), "/v1/completions",
+                   json{{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0},
+                        {"cache_salt", salt}});
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  };
+  EXPECT_EQ(ask("server-test-a"), 0);
+  EXPECT_GT(ask("server-test-a"), 32);  // same tenant: the prompt's full blocks are reused
+  EXPECT_EQ(ask("server-test-b"), 0);   // another tenant never sees them
 }
 
 TEST_F(ServerTest, ModelIsOptionalButMustMatch) {
@@ -364,7 +379,8 @@ TEST_F(ServerTest, MetricsExposition) {
   auto m = Metrics(url());
   EXPECT_GT(m["kvforge_generation_tokens_total"], 0);
   EXPECT_GT(m["kvforge_prompt_tokens_total"], 0);
-  EXPECT_EQ(m["kvforge_prefix_cache_hits_total"], 0);
+  EXPECT_GT(m["kvforge_prefix_cache_queries_total"], 0);
+  EXPECT_LE(m["kvforge_prefix_cache_hits_total"], m["kvforge_prefix_cache_queries_total"]);
   EXPECT_GT(m["kvforge_http_requests_total{code=\"200\"}"], 0);
   EXPECT_GT(m["kvforge_time_to_first_token_seconds_count"], 0);
   EXPECT_EQ(m["kvforge_time_to_first_token_seconds_bucket{le=\"+Inf\"}"],

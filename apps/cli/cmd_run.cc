@@ -56,11 +56,13 @@ int RunPromptsFile(const std::string& path, const LLMConfig& cfg, const Sampling
       std::printf(
           "{\"prompt_tokens\":%s,\"tokens\":%s,\"text\":%s,\"finish_reason\":\"%s\",\"ttft_ms\":%."
           "3f,"
-          "\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,\"queue_ms\":%.3f}\n",
+          "\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,\"queue_ms\":%.3f,"
+          "\"cached_tokens\":%lld}\n",
           IdsJson(o.prompt_token_ids).c_str(), IdsJson(c.token_ids).c_str(),
           base::JsonQuote(c.text).c_str(), c.finish_reason.c_str(), m.ttft_ms,
           prefill_s > 0 ? m.prompt_tokens / prefill_s : 0.0,
-          decode_s > 0 && gen > 1 ? (gen - 1) / decode_s : 0.0, m.queue_ms);
+          decode_s > 0 && gen > 1 ? (gen - 1) / decode_s : 0.0, m.queue_ms,
+          static_cast<long long>(m.cached_tokens));
     } else {
       std::printf("[%zu] %s%s\n", i, prompts[i].c_str(), c.text.c_str());
     }

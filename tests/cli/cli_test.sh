@@ -74,5 +74,26 @@ check "ppl json" 0 "$KVF" eval ppl --text "$SHARED/models/tinystories-val-head.t
 contains "ppl json shape" "$TMP/out" '"tokens_scored":252'
 check "ppl bad mode" 2 "$KVF" eval nonsense
 
+# Prefix caching: the three workloads with off/hash/radix in one run, and prompts-file runs.
+for w in shared-prefix multi-turn few-shot; do
+  check "bench $w all" 0 "$KVF" bench throughput --workload "$w" --num-prompts 6 --input-len 8 --output-len 4 --prefix-len 64 --turns 2 --prefix-cache all --json --no-progress
+  contains "bench $w ratios" "$TMP/out" '"ratio_mean_ttft":{"hash":'
+  contains "bench $w hit rate" "$TMP/out" '"prefix_hit_rate":'
+done
+check "bench bad prefix mode" 2 "$KVF" bench throughput --prefix-cache trie
+check "bench compare+all" 2 "$KVF" bench throughput --compare --prefix-cache all
+printf 'Once upon a time there was a little girl named Lily. She liked to play.\nOnce upon a time there was a little girl named Lily. She had a dog.\n' >"$TMP/prompts.txt"
+for m in off hash radix; do
+  check "prompts-file $m" 0 "$KVF" run --prompts-file "$TMP/prompts.txt" --prefix-cache "$m" --temperature 0 --max-tokens 8 --json
+  cp "$TMP/out" "$TMP/out-$m"
+done
+if cmp -s "$TMP/out-off" "$TMP/out-hash" && cmp -s "$TMP/out-off" "$TMP/out-radix"; then pass=$((pass + 1)); else
+  # Timing fields differ between runs; compare only the generated texts.
+  if diff <(grep -o '"text":"[^"]*"' "$TMP/out-off") <(grep -o '"text":"[^"]*"' "$TMP/out-radix") >/dev/null &&
+     diff <(grep -o '"text":"[^"]*"' "$TMP/out-off") <(grep -o '"text":"[^"]*"' "$TMP/out-hash") >/dev/null; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: prompts-file outputs differ with the prefix cache"; fi
+fi
+check "prompts-file bad prefix mode" 2 "$KVF" run --prompts-file "$TMP/prompts.txt" --prefix-cache lru
+
 echo "$pass passed, $fail failed"
 [[ "$fail" == 0 ]]

@@ -32,6 +32,7 @@ struct ThroughputResult {
   bool prefix_caching = false;
   double prefix_hit_rate = 0;  // prompt tokens found in the prefix cache / prompt tokens asked
   int64_t prefix_evicted_blocks = 0;
+  int64_t steps = 0, prefix_deferrals = 0;
   double output_tps() const { return output_tokens / duration_s; }
   std::string ToJson() const {
     return StrFormat(
@@ -40,12 +41,13 @@ struct ThroughputResult {
         "\"total_tokens_per_s\":%.2f,\"prompt_tokens\":%lld,\"output_tokens\":%lld,"
         "\"ttft_ms\":%s,\"itl_ms\":%s,\"e2e_ms\":%s,\"preemptions\":%lld,\"kv_utilization\":%.4f,"
         "\"prefix_cache\":\"%s\",\"prefix_hit_rate\":%.4f,\"cached_tokens\":%lld,"
-        "\"prefix_evicted_blocks\":%lld}",
+        "\"prefix_evicted_blocks\":%lld,\"steps\":%lld,\"prefix_deferrals\":%lld}",
         (long long)requests, duration_s, requests / duration_s, output_tokens / duration_s,
         (prompt_tokens + output_tokens) / duration_s, (long long)prompt_tokens,
         (long long)output_tokens, ttft.ToJson().c_str(), itl.ToJson().c_str(), e2e.ToJson().c_str(),
         (long long)preemptions, kv_utilization, prefix_caching ? "on" : "off", prefix_hit_rate,
-        (long long)cached_tokens, (long long)prefix_evicted_blocks);
+        (long long)cached_tokens, (long long)prefix_evicted_blocks, (long long)steps,
+        (long long)prefix_deferrals);
   }
 };
 
@@ -132,6 +134,8 @@ Result<ThroughputResult> RunThroughput(const LLMConfig& base_cfg, const RunSpec&
                                 static_cast<double>(st.prefix_cache_query_tokens)
                           : 0.0;
   r.prefix_evicted_blocks = st.prefix_cache_evicted_blocks;
+  r.steps = st.steps;
+  r.prefix_deferrals = st.prefix_deferrals;
   return r;
 }
 

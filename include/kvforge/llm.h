@@ -108,6 +108,7 @@ struct EngineStats {
   int64_t prefix_cache_hit_tokens = 0;
   int64_t prefix_cache_evicted_blocks = 0;
   int64_t prefix_cache_blocks = 0;
+  int64_t prefix_deferrals = 0;  // admissions held back for a prefix another request computes
 };
 
 // Called on the engine thread with each request's progress; the last call has finished = true.

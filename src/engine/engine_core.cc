@@ -587,6 +587,7 @@ EngineStats EngineCore::Stats() const {
   s.num_waiting = ss.num_waiting;
   s.num_swapped = ss.num_swapped;
   s.num_preemptions = ss.num_preemptions;
+  s.prefix_deferrals = ss.num_prefix_deferrals;
   s.kv_usage = cache_->Usage();
   s.kv_total_blocks = cache_->num_blocks();
   s.kv_block_tokens = cache_->block_tokens();

@@ -31,7 +31,10 @@ int MakeModelMain(const Args& args) {
   p.AddInt("kv-heads", &kv_heads, "KV heads (default: heads)");
   p.AddInt("ffn", &ffn, "feed-forward width (default: 8/3 x dim rounded up to 32)");
   p.AddString("vocab-from", &vocab_from, "GGUF whose tokenizer.* metadata to copy");
-  p.AddString("dtype", &dtype_name, "weight type: f32 | f16 | bf16 | q8_0 | q4_0");
+  p.AddString(
+      "dtype", &dtype_name,
+      "weight type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q4_k | q5_k | q6_k "
+      "(k-quants need dim and ffn multiples of 256)");
   p.AddInt("seed", &seed, "RNG seed");
   p.AddInt("ctx", &ctx, "context length written to the metadata");
   p.AddFloat("rope-base", &rope_base, "RoPE frequency base");
@@ -40,7 +43,9 @@ int MakeModelMain(const Args& args) {
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   auto dtype = tensor::DTypeFromName(dtype_name);
   if (!dtype) {
-    std::fprintf(stderr, "kvforge: unknown --dtype '%s' (f32, f16, bf16, q8_0, q4_0)\n",
+    std::fprintf(stderr,
+                 "kvforge: unknown --dtype '%s' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                 "q4_k, q5_k, q6_k)\n",
                  dtype_name.c_str());
     return 2;
   }

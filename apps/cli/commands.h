@@ -13,6 +13,7 @@ int RunMain(const Args& args);           // cmd_run.cc
 int TokenizeMain(const Args& args);      // cmd_tokenize.cc
 int InfoMain(const Args& args);          // cmd_info.cc
 int MakeModelMain(const Args& args);     // cmd_make_model.cc
+int QuantizeMain(const Args& args);      // quantize_cmd.cc
 int EvalMain(const Args& args);          // cmd_eval.cc
 int BenchMain(const Args& args);         // cmd_bench.cc
 int CalcMain(const Args& args);          // cmd_calc.cc

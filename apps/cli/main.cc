@@ -24,6 +24,8 @@ const Command kCommands[] = {
      "describe a GGUF model: architecture, sizes, dtypes, KV bytes/token"},
     {"make-model", kvforge::cli::MakeModelMain,
      "write a random-weight GGUF model for tests and benchmarks"},
+    {"quantize", kvforge::cli::QuantizeMain,
+     "quantize a float GGUF model (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)"},
     {"eval", kvforge::cli::EvalMain, "evaluate a model (eval ppl: perplexity on a text)"},
     {"bench", kvforge::cli::BenchMain,
      "benchmarks: throughput, latency (pp/tg), memory (paging, sharing)"},

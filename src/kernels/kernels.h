@@ -14,13 +14,39 @@
 namespace kvforge::kernels {
 
 // Weight formats the matmul kernels accept (a subset of tensor::DType, same numeric ids).
-enum class WType : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kBF16 = 30 };
+enum class WType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kBF16 = 30,
+};
 
-// Activations prepared for a weight format: floats for float weights, q8_0 blocks for quantized
-// weights (so the inner loop is an integer dot product).
-enum class ActFormat { kF32, kQ8_0 };
+// Activations prepared for a weight format, so that the inner loop of quantized formats is an
+// integer dot product (as in ggml):
+//   kF32  floats, for f32/f16/bf16 weights;
+//   kQ8_0 q8_0 blocks (34 bytes per 32 values), for q8_0, q4_0, q5_0;
+//   kQ8_1 q8_0 blocks plus the exact int16 sum of each block's codes (36 bytes per 32), for
+//         q4_1, q5_1, whose per-block minimum m contributes m * d_x * sum(q_x);
+//   kQ8_K ggml's block_q8_K (292 bytes per 256: f32 scale, 256 codes, int16 sums of each 16),
+//         for q4_k, q5_k, q6_k, whose mins / the q6_k offset of 32 are applied per 16 or 32
+//         values through those sums.
+// Why q8_K for k-quants rather than dequantizing weight rows to floats for the float FMA
+// kernel: the integer path does 32 multiply-adds per maddubs instead of 8 per FMA. Measured
+// on the dev machine (bench/kernels_bench.cc, 768x768, AVX2): q4_k 37.7 GFLOP/s at 1 token
+// vs 23.3 for f32 weights, whose kernel bounds any dequantize-then-FMA scheme from above; at
+// 32 tokens q4_k reaches 62 GFLOP/s vs 68 (f32) / 77 (f16), so dequantizing could win at most
+// ~1.25x on prefill, and decode (memory- and GEMV-bound) is where quantized weights matter.
+enum class ActFormat { kF32, kQ8_0, kQ8_1, kQ8_K };
 ActFormat ActFormatFor(WType w);
-// Bytes needed to hold one prepared activation row of `cols` values.
+// Bytes needed to hold one prepared activation row of `cols` values (cols must be a multiple
+// of the weight format's block size).
 size_t PreparedRowBytes(WType w, int64_t cols);
 
 // A paged view of one layer's K or V cache for one sequence. Token p of the sequence lives at

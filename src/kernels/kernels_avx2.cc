@@ -8,6 +8,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_common.h"
+#include "tensor/quant_blocks.h"
 
 namespace kvforge::kernels::internal {
 namespace {
@@ -158,51 +159,267 @@ inline void DotFloatTile3x4(const uint8_t* r0, size_t row_bytes, const float* co
   }
 }
 
-// Loads 32 weight codes of a q8_0 / q4_0 block as signed bytes.
+// ---- Quantized weights -------------------------------------------------------------------------
+
+inline float LoadHalf(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Expands 32 bits to 32 bytes: byte i is 0x10 when bit i is set (the 5th bit of q5 codes).
+inline __m256i HighBitBytes(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  // Every 128-bit lane holds the 4 bytes; byte i picks byte i / 8, then tests bit i % 8.
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Low nibbles of 16 packed bytes are codes 0..15, high nibbles codes 16..31.
+inline __m256i Nibbles32(const uint8_t* qs) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i bytes =
+      _mm256_insertf128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
+  return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
+}
+
+// Formats with 32-value blocks: weight block bytes, activation block bytes, and whether the
+// codes are unsigned with a per-block minimum (q4_1 / q5_1, activations with sums).
+template <WType W>
+struct Q32Traits;
+template <>
+struct Q32Traits<WType::kQ8_0> {
+  static constexpr int kW = 34, kX = 34;
+  static constexpr bool kMin = false;
+};
+template <>
+struct Q32Traits<WType::kQ4_0> {
+  static constexpr int kW = 18, kX = 34;
+  static constexpr bool kMin = false;
+};
+template <>
+struct Q32Traits<WType::kQ5_0> {
+  static constexpr int kW = 22, kX = 34;
+  static constexpr bool kMin = false;
+};
+template <>
+struct Q32Traits<WType::kQ4_1> {
+  static constexpr int kW = 20, kX = 36;
+  static constexpr bool kMin = true;
+};
+template <>
+struct Q32Traits<WType::kQ5_1> {
+  static constexpr int kW = 24, kX = 36;
+  static constexpr bool kMin = true;
+};
+
+// The 32 weight codes of a block: signed (centred) for q8_0/q4_0/q5_0, unsigned for q4_1/q5_1.
 template <WType W>
 inline __m256i LoadQ32(const uint8_t* blk) {
   if constexpr (W == WType::kQ8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  } else if constexpr (W == WType::kQ4_0) {
+    return _mm256_sub_epi8(Nibbles32(blk + 2), _mm256_set1_epi8(8));
+  } else if constexpr (W == WType::kQ5_0) {
+    const __m256i codes = _mm256_or_si256(Nibbles32(blk + 6), HighBitBytes(blk + 2));
+    return _mm256_sub_epi8(codes, _mm256_set1_epi8(16));
+  } else if constexpr (W == WType::kQ4_1) {
+    return Nibbles32(blk + 4);
   } else {
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    __m256i bytes =
-        _mm256_insertf128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
-    bytes = _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
-    return _mm256_sub_epi8(bytes, _mm256_set1_epi8(8));
+    return _mm256_or_si256(Nibbles32(blk + 8), HighBitBytes(blk + 4));
   }
 }
 
 template <WType W, int NT>
-inline void DotQuantTile(const uint8_t* row, const uint8_t* const* xs, int64_t nb, float* out) {
-  constexpr int kWBlock = W == WType::kQ8_0 ? 34 : 18;
+inline void DotQ32Tile(const uint8_t* row, const uint8_t* const* xs, int64_t nb, float* out) {
+  using T = Q32Traits<W>;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  float min_acc[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    min_acc[t] = 0;
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb = row + b * kWBlock;
-    uint16_t wd_bits;
-    std::memcpy(&wd_bits, wb, 2);
-    const float wd = _cvtsh_ss(wd_bits);
+    const uint8_t* wb = row + b * T::kW;
+    const float wd = LoadHalf(wb);
     const __m256i qw = LoadQ32<W>(wb);
-    const __m256i aw = _mm256_sign_epi8(qw, qw);
+    if constexpr (T::kMin) {
+      // Unsigned codes go straight into maddubs; the minimum multiplies the activation sum.
+      const float wm = LoadHalf(wb + 2);
+      for (int t = 0; t < NT; ++t) {
+        const uint8_t* xb = xs[t] + b * T::kX;
+        const float xd = LoadHalf(xb);
+        int16_t xsum;
+        std::memcpy(&xsum, xb + 2, 2);
+        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4));
+        const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(qw, qx), ones);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(wd * xd), _mm256_cvtepi32_ps(dot), acc[t]);
+        min_acc[t] += wm * xd * static_cast<float>(xsum);
+      }
+    } else {
+      // maddubs needs one unsigned operand: |w| times x with w's sign moved onto x.
+      const __m256i aw = _mm256_sign_epi8(qw, qw);
+      for (int t = 0; t < NT; ++t) {
+        const uint8_t* xb = xs[t] + b * T::kX;
+        const float xd = LoadHalf(xb);
+        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
+        const __m256i sx = _mm256_sign_epi8(qx, qw);
+        const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(wd * xd), _mm256_cvtepi32_ps(dot), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = HSum(acc[t]) + min_acc[t];
+}
+
+// q4_k / q5_k: 8 sub-blocks of 32 unsigned codes with 6-bit scales and mins. Per token and
+// super-block: sum_j sc_j * dot(codes_j, x_j) in int32 lanes, and sum_j mn_j * sum(x_j) from
+// the activation's 16-value sums (madd against the mins, each repeated twice).
+template <WType W, int NT>
+inline void DotQ45KTile(const uint8_t* row, const uint8_t* const* xs, int64_t nsb, float* out) {
+  constexpr bool kQ5 = W == WType::kQ5_K;
+  constexpr int kWBlock = kQ5 ? 176 : 144;
+  constexpr int kQsOffset = kQ5 ? 48 : 16;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* wb = row + sb * kWBlock;
+    const float d = LoadHalf(wb), dmin = LoadHalf(wb + 2);
+    // The 12 packed bytes as 3 words (see tensor::UnpackScaleMinK4): scales 0-3 and mins 0-3
+    // are the low 6 bits of words 0 and 1; scales/mins 4-7 take their low 4 bits from the
+    // nibbles of word 2 and their top 2 bits from the top bits of words 0 / 1.
+    uint32_t w[3];
+    std::memcpy(w, wb + 4, 12);
+    const uint32_t sc_lo = w[0] & 0x3F3F3F3F;
+    const uint32_t sc_hi = (w[2] & 0x0F0F0F0F) | ((w[0] >> 2) & 0x30303030);
+    const uint32_t mn_lo = w[1] & 0x3F3F3F3F;
+    const uint32_t mn_hi = ((w[2] >> 4) & 0x0F0F0F0F) | ((w[1] >> 2) & 0x30303030);
+    // Mins as int16, each twice, to madd against the activation's 16-value sums.
+    const __m128i mn8 = _mm_setr_epi32(static_cast<int>(mn_lo), static_cast<int>(mn_hi), 0, 0);
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+    // Scales as int16 in both lanes; sub-block j's is broadcast by a byte shuffle.
+    const __m256i sc16 = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), 0, 0)));
+    __m256i scale[8];
+    for (int j = 0; j < 8; ++j)
+      scale[j] =
+          _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
+    __m256i q[8];
+    for (int g = 0; g < 4; ++g) {
+      const __m256i raw =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQsOffset + 32 * g));
+      q[2 * g] = _mm256_and_si256(raw, low4);
+      q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+    }
+    if constexpr (kQ5) {
+      // Bit j of qh[i] is the 5th bit of value i of sub-block j: shift it to bit 0 of each
+      // byte (16-bit shifts; the mask drops what crosses bytes), then up to bit 4.
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 16));
+      const __m256i bit4 = _mm256_set1_epi8(0x10);
+      for (int j = 0; j < 8; ++j) {
+        const __m256i hb = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4), bit4);
+        q[j] = _mm256_or_si256(q[j], hb);
+      }
+    }
     for (int t = 0; t < NT; ++t) {
-      const uint8_t* xb = xs[t] + b * 34;
-      uint16_t xd_bits;
-      std::memcpy(&xd_bits, xb, 2);
-      const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
-      const __m256i sx = _mm256_sign_epi8(qx, qw);
-      const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
-      acc[t] =
-          _mm256_fmadd_ps(_mm256_set1_ps(wd * _cvtsh_ss(xd_bits)), _mm256_cvtepi32_ps(dot), acc[t]);
+      const uint8_t* xb = xs[t] + sb * 292;
+      float xd;
+      std::memcpy(&xd, xb, 4);
+      __m256i sumi = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + 32 * j));
+        const __m256i p16 = _mm256_maddubs_epi16(q[j], qx);
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, scale[j]));
+      }
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + 256));
+      const __m256i summ = _mm256_madd_epi16(bsums, mins16);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xd), _mm256_cvtepi32_ps(sumi), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xd), _mm256_cvtepi32_ps(summ), acc[t]);
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = HSum(acc[t]);
 }
 
+// q6_k: unsigned 6-bit codes c (value c - 32) with an int8 scale per 16 values. The dot is
+// sum_g sc_g * dot(c_g, x_g) - 32 * sum_g sc_g * sum(x_g); the second term comes from the
+// activation's 16-value sums. maddubs cannot saturate: 2 * 63 * 127 < 32767.
+template <int NT>
+inline void DotQ6KTile(const uint8_t* row, const uint8_t* const* xs, int64_t nsb, float* out) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i hi2 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* wb = row + sb * 210;
+    const float d = LoadHalf(wb + 208);
+    const int8_t* scales = reinterpret_cast<const int8_t*>(wb + 192);
+    // Chunk c (32 values) covers groups 2c (low 128-bit lane) and 2c+1 (high lane).
+    __m256i q[8], sc[8];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i la = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h));
+      const __m256i lb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 128 + 32 * h));
+      // High bits 2k..2k+1 of qh moved to bits 4..5 (16-bit shifts; the mask keeps each
+      // byte's own bits).
+      q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(la, low4),
+                                     _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2));
+      q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(lb, low4),
+                                     _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2));
+      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), low4),
+                                     _mm256_and_si256(qh, hi2));
+      q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), low4),
+                                     _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2));
+    }
+    for (int c = 0; c < 8; ++c)
+      sc[c] = _mm256_setr_m128i(_mm_set1_epi16(scales[2 * c]), _mm_set1_epi16(scales[2 * c + 1]));
+    const __m256i sc_all =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+    for (int t = 0; t < NT; ++t) {
+      const uint8_t* xb = xs[t] + sb * 292;
+      float xd;
+      std::memcpy(&xd, xb, 4);
+      __m256i sumi = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + 32 * c));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], qx), sc[c]));
+      }
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + 256));
+      const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc_all), 5);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xd),
+                               _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, offset)), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = HSum(acc[t]);
+}
+
+constexpr bool IsQuant(WType w) {
+  return w != WType::kF32 && w != WType::kF16 && w != WType::kBF16;
+}
+
+// NT token dot products of one quantized weight row.
+template <WType W, int NT>
+inline void DotQuantTile(const uint8_t* row, const uint8_t* const* xs, int64_t cols, float* out) {
+  if constexpr (W == WType::kQ4_K || W == WType::kQ5_K) {
+    DotQ45KTile<W, NT>(row, xs, cols / 256, out);
+  } else if constexpr (W == WType::kQ6_K) {
+    DotQ6KTile<NT>(row, xs, cols / 256, out);
+  } else {
+    DotQ32Tile<W, NT>(row, xs, cols / 32, out);
+  }
+}
+
 template <WType W>
 void MatMulTyped(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
                  int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
-  constexpr bool kQuant = W == WType::kQ8_0 || W == WType::kQ4_0;
+  constexpr bool kQuant = IsQuant(W);
   const size_t x_row = PreparedRowBytes(W, cols);
   constexpr int64_t kRowBlock = 48;  // multiple of 3 for the 3x4 tile
   for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
@@ -215,7 +432,7 @@ void MatMulTyped(const uint8_t* weights, size_t row_bytes, int64_t cols, const u
         const uint8_t* xs[NT];
         for (int k = 0; k < NT; ++k) xs[k] = x + (t + k) * x_row;
         for (int64_t r = rb; r < re; ++r) {
-          DotQuantTile<W, NT>(weights + static_cast<size_t>(r) * row_bytes, xs, cols / 32, out);
+          DotQuantTile<W, NT>(weights + static_cast<size_t>(r) * row_bytes, xs, cols, out);
           for (int k = 0; k < NT; ++k) y[(t + k) * y_stride + r] = out[k];
         }
       } else {
@@ -259,45 +476,112 @@ void MatMulRowsAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t c
       return MatMulTyped<WType::kQ8_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
     case WType::kQ4_0:
       return MatMulTyped<WType::kQ4_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ4_1:
+      return MatMulTyped<WType::kQ4_1>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ5_0:
+      return MatMulTyped<WType::kQ5_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ5_1:
+      return MatMulTyped<WType::kQ5_1>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ4_K:
+      return MatMulTyped<WType::kQ4_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ5_K:
+      return MatMulTyped<WType::kQ5_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ6_K:
+      return MatMulTyped<WType::kQ6_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
   }
 }
 
-void QuantizeQ8_0Avx2(const float* x, uint8_t* dst, int64_t cols) {
+// Max |x| over 32 floats.
+inline float AbsMax32(const float* xb) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  __m256 amax = _mm256_setzero_ps();
+  for (int k = 0; k < 4; ++k)
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb + 8 * k)));
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// Codes nearbyint(x * id) of 32 floats, stored as 32 int8 at dst (same rounding as the
+// reference: round to nearest even of the same float product).
+inline void Quantize32(const float* xb, float id, uint8_t* dst) {
+  const __m256 mul = _mm256_set1_ps(id);
+  __m256i q[4];
+  for (int k = 0; k < 4; ++k)
+    q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * k), mul),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  // Pack 32 int32 -> 32 int8 and undo the lane interleaving of the pack instructions.
+  __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+  __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+  __m256i p = _mm256_packs_epi16(p01, p23);
+  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), p);
+}
+
+// Sum of 32 int8 codes.
+inline int Sum32(const uint8_t* qs) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+  const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v);
+  const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// q8_0 blocks (with_sum false, 34 bytes) or ActBlockQ8_1 blocks (with_sum true, 36 bytes).
+void QuantizeQ8_32Avx2(const float* x, uint8_t* dst, int64_t cols, bool with_sum) {
+  const int64_t stride = with_sum ? 36 : 34;
   for (int64_t b = 0; b < cols / 32; ++b) {
     const float* xb = x + b * 32;
-    __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int k = 0; k < 4; ++k) {
-      v[k] = _mm256_loadu_ps(xb + 8 * k);
-      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[k]));
-    }
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float d = _mm_cvtss_f32(m) / 127.0f;
+    uint8_t* out = dst + b * stride;
+    const float d = AbsMax32(xb) / 127.0f;
     const float id = d != 0 ? 1.0f / d : 0.0f;
     const uint16_t dh = Fp32ToFp16(d);
-    std::memcpy(dst + b * 34, &dh, 2);
-    const __m256 mul = _mm256_set1_ps(id);
-    __m256i q[4];
-    for (int k = 0; k < 4; ++k)
-      q[k] = _mm256_cvtps_epi32(
-          _mm256_round_ps(_mm256_mul_ps(v[k], mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    // Pack 32 int32 -> 32 int8 and undo the lane interleaving of the pack instructions.
-    __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
-    __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
-    __m256i p = _mm256_packs_epi16(p01, p23);
-    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 34 + 2), p);
+    std::memcpy(out, &dh, 2);
+    uint8_t* qs = out + (with_sum ? 4 : 2);
+    Quantize32(xb, id, qs);
+    if (with_sum) {
+      const auto sum = static_cast<int16_t>(Sum32(qs));
+      std::memcpy(out + 2, &sum, 2);
+    }
+  }
+}
+
+void QuantizeQ8_KAvx2(const float* x, uint8_t* dst, int64_t cols) {
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const float* xb = x + b * 256;
+    uint8_t* out = dst + b * 292;
+    float amax = 0;
+    for (int k = 0; k < 8; ++k) amax = std::fmax(amax, AbsMax32(xb + 32 * k));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    std::memcpy(out, &d, 4);
+    for (int k = 0; k < 8; ++k) Quantize32(xb + 32 * k, id, out + 4 + 32 * k);
+    // 16-value sums, scalar: O(cols) per token, negligible next to the matmul.
+    int16_t bsums[16];
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += static_cast<int8_t>(out[4 + 16 * g + j]);
+      bsums[g] = static_cast<int16_t>(sum);
+    }
+    std::memcpy(out + 260, bsums, sizeof(bsums));
   }
 }
 
 void PrepareActAvx2(WType w, const float* x, void* dst, int64_t cols) {
-  if (ActFormatFor(w) == ActFormat::kF32) {
-    std::memcpy(dst, x, static_cast<size_t>(cols) * 4);
-  } else {
-    QuantizeQ8_0Avx2(x, static_cast<uint8_t*>(dst), cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  switch (ActFormatFor(w)) {
+    case ActFormat::kF32:
+      std::memcpy(dst, x, static_cast<size_t>(cols) * 4);
+      return;
+    case ActFormat::kQ8_0:
+      return QuantizeQ8_32Avx2(x, out, cols, false);
+    case ActFormat::kQ8_1:
+      return QuantizeQ8_32Avx2(x, out, cols, true);
+    case ActFormat::kQ8_K:
+      return QuantizeQ8_KAvx2(x, out, cols);
   }
 }
 

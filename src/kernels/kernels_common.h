@@ -23,8 +23,22 @@ static inline float KvAt(const uint8_t* row, int64_t i, bool is_f16) {
   return f;
 }
 
-// Quantizes x into q8_0 blocks (34 bytes per 32 values), the activation format for q8_0/q4_0.
+// ActFormat::kQ8_1 block: a q8_0 block plus the sum of its codes. 36 bytes.
+struct ActBlockQ8_1 {
+  uint16_t d;   // f16 scale
+  int16_t sum;  // sum of qs
+  int8_t qs[32];
+};
+static_assert(sizeof(ActBlockQ8_1) == 36);
+
+// Reference activation quantizers (the SIMD ones must produce identical bytes): scale
+// d = amax / 127, codes nearbyint(x / d) computed as x * (1 / d).
+// q8_0 blocks (34 bytes per 32 values), the activation format for q8_0/q4_0/q5_0.
 void QuantizeQ8_0Ref(const float* x, uint8_t* dst, int64_t cols);
+// ActBlockQ8_1 blocks, for q4_1/q5_1.
+void QuantizeQ8_1Ref(const float* x, uint8_t* dst, int64_t cols);
+// tensor::BlockQ8_K super-blocks, for the k-quants.
+void QuantizeQ8_KRef(const float* x, uint8_t* dst, int64_t cols);
 
 extern const KernelTable kAvx2Table;
 

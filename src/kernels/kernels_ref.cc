@@ -10,16 +10,54 @@
 namespace kvforge::kernels {
 namespace internal {
 
+namespace {
+
+// One 32-value block: returns the scale, writes the codes.
+float QuantizeBlock32Ref(const float* xb, int8_t* qs) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  for (int j = 0; j < 32; ++j) qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+  return d;
+}
+
+}  // namespace
+
 void QuantizeQ8_0Ref(const float* x, uint8_t* dst, int64_t cols) {
   for (int64_t b = 0; b < cols / 32; ++b) {
-    const float* xb = x + b * 32;
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
     tensor::BlockQ8_0 blk;
-    blk.d = Fp32ToFp16(d);
-    for (int j = 0; j < 32; ++j) blk.qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+    blk.d = Fp32ToFp16(QuantizeBlock32Ref(x + b * 32, blk.qs));
+    std::memcpy(dst + b * sizeof(blk), &blk, sizeof(blk));
+  }
+}
+
+void QuantizeQ8_1Ref(const float* x, uint8_t* dst, int64_t cols) {
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    ActBlockQ8_1 blk;
+    blk.d = Fp32ToFp16(QuantizeBlock32Ref(x + b * 32, blk.qs));
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += blk.qs[j];
+    blk.sum = static_cast<int16_t>(sum);
+    std::memcpy(dst + b * sizeof(blk), &blk, sizeof(blk));
+  }
+}
+
+void QuantizeQ8_KRef(const float* x, uint8_t* dst, int64_t cols) {
+  for (int64_t b = 0; b < cols / tensor::kQK_K; ++b) {
+    const float* xb = x + b * tensor::kQK_K;
+    float amax = 0;
+    for (int j = 0; j < tensor::kQK_K; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    tensor::BlockQ8_K blk;
+    blk.d = amax / 127.0f;
+    const float id = blk.d != 0 ? 1.0f / blk.d : 0.0f;
+    for (int j = 0; j < tensor::kQK_K; ++j)
+      blk.qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+    for (int g = 0; g < tensor::kQK_K / 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += blk.qs[16 * g + j];
+      blk.bsums[g] = static_cast<int16_t>(sum);
+    }
     std::memcpy(dst + b * sizeof(blk), &blk, sizeof(blk));
   }
 }
@@ -32,10 +70,49 @@ using internal::KvAt;
 using internal::LoadF16;
 
 void PrepareActRef(WType w, const float* x, void* dst, int64_t cols) {
-  if (ActFormatFor(w) == ActFormat::kF32) {
-    std::memcpy(dst, x, static_cast<size_t>(cols) * 4);
-  } else {
-    internal::QuantizeQ8_0Ref(x, static_cast<uint8_t*>(dst), cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  switch (ActFormatFor(w)) {
+    case ActFormat::kF32:
+      std::memcpy(dst, x, static_cast<size_t>(cols) * 4);
+      return;
+    case ActFormat::kQ8_0:
+      return internal::QuantizeQ8_0Ref(x, out, cols);
+    case ActFormat::kQ8_1:
+      return internal::QuantizeQ8_1Ref(x, out, cols);
+    case ActFormat::kQ8_K:
+      return internal::QuantizeQ8_KRef(x, out, cols);
+  }
+}
+
+template <typename Block>
+Block LoadBlock(const uint8_t* p, int64_t b) {
+  Block blk;
+  std::memcpy(&blk, p + b * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+  return blk;
+}
+
+// 5-bit code j of a q5_0 / q5_1 block.
+int Code5(const uint8_t* qs, const uint8_t* qh_bytes, int j) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  const int lo = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+  return lo | static_cast<int>(((qh >> j) & 1u) << 4);
+}
+
+// sum over the 8 sub-blocks of sc * dot(codes, x) and of mn * sum(x) for q4_k / q5_k, where
+// code(j, i) returns the code of value i of sub-block j.
+template <typename CodeFn>
+void KQuantSums(const uint8_t* scales, const tensor::BlockQ8_K& xb, CodeFn code, int32_t* sumi,
+                int32_t* summ) {
+  *sumi = 0;
+  *summ = 0;
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, mn;
+    tensor::UnpackScaleMinK4(j, scales, &sc, &mn);
+    int32_t dot = 0;
+    for (int i = 0; i < 32; ++i) dot += code(j, i) * static_cast<int32_t>(xb.qs[32 * j + i]);
+    *sumi += sc * dot;
+    *summ += mn * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
   }
 }
 
@@ -86,6 +163,95 @@ float DotRowRef(WType w, const uint8_t* row, int64_t cols, const uint8_t* x) {
           acc += ((wb.qs[j] >> 4) - 8) * static_cast<int32_t>(xb.qs[j + 16]);
         }
         sum += Fp16ToFp32(wb.d) * Fp16ToFp32(xb.d) * static_cast<float>(acc);
+      }
+      return sum;
+    }
+    case WType::kQ4_1:
+    case WType::kQ5_1: {
+      const bool q5 = w == WType::kQ5_1;
+      for (int64_t blk = 0; blk < cols / 32; ++blk) {
+        const auto xb = LoadBlock<internal::ActBlockQ8_1>(x, blk);
+        int32_t acc = 0;
+        float d, m;
+        if (q5) {
+          const auto wb = LoadBlock<tensor::BlockQ5_1>(row, blk);
+          for (int j = 0; j < 32; ++j) acc += Code5(wb.qs, wb.qh, j) * xb.qs[j];
+          d = Fp16ToFp32(wb.d);
+          m = Fp16ToFp32(wb.m);
+        } else {
+          const auto wb = LoadBlock<tensor::BlockQ4_1>(row, blk);
+          for (int j = 0; j < 16; ++j)
+            acc += (wb.qs[j] & 0x0F) * xb.qs[j] + (wb.qs[j] >> 4) * xb.qs[j + 16];
+          d = Fp16ToFp32(wb.d);
+          m = Fp16ToFp32(wb.m);
+        }
+        const float dx = Fp16ToFp32(xb.d);
+        sum += d * dx * static_cast<float>(acc) + m * dx * static_cast<float>(xb.sum);
+      }
+      return sum;
+    }
+    case WType::kQ5_0: {
+      for (int64_t blk = 0; blk < cols / 32; ++blk) {
+        const auto wb = LoadBlock<tensor::BlockQ5_0>(row, blk);
+        const auto xb = LoadBlock<tensor::BlockQ8_0>(x, blk);
+        int32_t acc = 0;
+        for (int j = 0; j < 32; ++j) acc += (Code5(wb.qs, wb.qh, j) - 16) * xb.qs[j];
+        sum += Fp16ToFp32(wb.d) * Fp16ToFp32(xb.d) * static_cast<float>(acc);
+      }
+      return sum;
+    }
+    case WType::kQ4_K: {
+      for (int64_t blk = 0; blk < cols / tensor::kQK_K; ++blk) {
+        const auto wb = LoadBlock<tensor::BlockQ4_K>(row, blk);
+        const auto xb = LoadBlock<tensor::BlockQ8_K>(x, blk);
+        int32_t sumi, summ;
+        KQuantSums(
+            wb.scales, xb,
+            [&](int j, int i) {
+              const uint8_t q = wb.qs[32 * (j / 2) + i];
+              return j % 2 == 0 ? (q & 0x0F) : (q >> 4);
+            },
+            &sumi, &summ);
+        sum += Fp16ToFp32(wb.d) * xb.d * static_cast<float>(sumi) -
+               Fp16ToFp32(wb.dmin) * xb.d * static_cast<float>(summ);
+      }
+      return sum;
+    }
+    case WType::kQ5_K: {
+      for (int64_t blk = 0; blk < cols / tensor::kQK_K; ++blk) {
+        const auto wb = LoadBlock<tensor::BlockQ5_K>(row, blk);
+        const auto xb = LoadBlock<tensor::BlockQ8_K>(x, blk);
+        int32_t sumi, summ;
+        KQuantSums(
+            wb.scales, xb,
+            [&](int j, int i) {
+              const uint8_t q = wb.qs[32 * (j / 2) + i];
+              const int lo = j % 2 == 0 ? (q & 0x0F) : (q >> 4);
+              return lo | (((wb.qh[i] >> j) & 1) << 4);
+            },
+            &sumi, &summ);
+        sum += Fp16ToFp32(wb.d) * xb.d * static_cast<float>(sumi) -
+               Fp16ToFp32(wb.dmin) * xb.d * static_cast<float>(summ);
+      }
+      return sum;
+    }
+    case WType::kQ6_K: {
+      for (int64_t blk = 0; blk < cols / tensor::kQK_K; ++blk) {
+        const auto wb = LoadBlock<tensor::BlockQ6_K>(row, blk);
+        const auto xb = LoadBlock<tensor::BlockQ8_K>(x, blk);
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; ++g) {
+          int32_t dot = 0;
+          for (int p = 16 * g; p < 16 * g + 16; ++p) {
+            const int h = p / 128, k = (p % 128) / 32, i = p % 32;
+            const uint8_t l = wb.ql[64 * h + 32 * (k & 1) + i];
+            const int code =
+                (k < 2 ? (l & 0x0F) : (l >> 4)) | (((wb.qh[32 * h + i] >> (2 * k)) & 3) << 4);
+            dot += (code - 32) * static_cast<int32_t>(xb.qs[p]);
+          }
+          sumi += wb.scales[g] * dot;
+        }
+        sum += Fp16ToFp32(wb.d) * xb.d * static_cast<float>(sumi);
       }
       return sum;
     }
@@ -147,12 +313,39 @@ const KernelTable kRefTable = {"ref",      PrepareActRef, MatMulRowsRef,
 }  // namespace
 
 ActFormat ActFormatFor(WType w) {
-  return (w == WType::kQ8_0 || w == WType::kQ4_0) ? ActFormat::kQ8_0 : ActFormat::kF32;
+  switch (w) {
+    case WType::kF32:
+    case WType::kF16:
+    case WType::kBF16:
+      return ActFormat::kF32;
+    case WType::kQ8_0:
+    case WType::kQ4_0:
+    case WType::kQ5_0:
+      return ActFormat::kQ8_0;
+    case WType::kQ4_1:
+    case WType::kQ5_1:
+      return ActFormat::kQ8_1;
+    case WType::kQ4_K:
+    case WType::kQ5_K:
+    case WType::kQ6_K:
+      return ActFormat::kQ8_K;
+  }
+  return ActFormat::kF32;
 }
 
 size_t PreparedRowBytes(WType w, int64_t cols) {
-  return ActFormatFor(w) == ActFormat::kF32 ? static_cast<size_t>(cols) * 4
-                                            : static_cast<size_t>(cols / 32) * 34;
+  const auto n = static_cast<size_t>(cols);
+  switch (ActFormatFor(w)) {
+    case ActFormat::kF32:
+      return n * 4;
+    case ActFormat::kQ8_0:
+      return n / 32 * sizeof(tensor::BlockQ8_0);
+    case ActFormat::kQ8_1:
+      return n / 32 * sizeof(internal::ActBlockQ8_1);
+    case ActFormat::kQ8_K:
+      return n / tensor::kQK_K * sizeof(tensor::BlockQ8_K);
+  }
+  return n * 4;
 }
 
 const KernelTable& ReferenceTable() { return kRefTable; }

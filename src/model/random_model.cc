@@ -8,7 +8,7 @@
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
-#include "tensor/dequant.h"
+#include "tensor/quantize.h"
 
 namespace kvforge::model {
 namespace {
@@ -49,9 +49,9 @@ Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
   auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
   if (s.arch != "llama" && s.arch != "qwen2") return bad("arch must be llama or qwen2");
   const tensor::DType t = s.dtype;
-  if (!(t == tensor::DType::kF32 || t == tensor::DType::kF16 || t == tensor::DType::kBF16 ||
-        t == tensor::DType::kQ8_0 || t == tensor::DType::kQ4_0))
-    return bad("dtype must be one of f32, f16, bf16, q8_0, q4_0");
+  if (!tensor::CanQuantize(t) || !tensor::IsComputeSupported(t))
+    return bad(
+        "dtype must be one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
   if (s.dim <= 0 || s.layers <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.ffn <= 0 || s.ctx <= 0 ||
       s.dim > 65536 || s.layers > 1024 || s.ffn > 262144 || s.heads > 1024)
     return bad("dimensions must be positive (dim <= 65536, layers <= 1024, ffn <= 262144)");
@@ -73,12 +73,7 @@ Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
   w.SetString("general.architecture", s.arch);
   w.SetString("general.name", base::StrFormat("kvforge-random-%s-d%lld-l%lld", s.arch.c_str(),
                                               (long long)s.dim, (long long)s.layers));
-  const uint32_t file_type = t == tensor::DType::kF32    ? 0
-                             : t == tensor::DType::kF16  ? 1
-                             : t == tensor::DType::kQ4_0 ? 2
-                             : t == tensor::DType::kQ8_0 ? 7
-                                                         : 32;
-  w.SetU32("general.file_type", file_type);
+  w.SetU32("general.file_type", tensor::LlamaFileType(t).value_or(0));
   w.SetU32(a + "context_length", static_cast<uint32_t>(s.ctx));
   w.SetU32(a + "embedding_length", static_cast<uint32_t>(s.dim));
   w.SetU32(a + "block_count", static_cast<uint32_t>(s.layers));

@@ -32,7 +32,8 @@ Result<Matrix> BindMatrix(const gguf::GgufFile& f, const std::string& name, int6
   if (!tensor::IsComputeSupported(t->dtype))
     return Status::Unimplemented(
         StrFormat("%s: tensor '%s' has weight type %s, which this build cannot "
-                  "compute with yet (supported: f32, f16, bf16, q8_0, q4_0)",
+                  "compute with yet (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                  "q4_k, q5_k, q6_k)",
                   f.path().c_str(), name.c_str(), tensor::DTypeName(t->dtype).data()));
   Matrix m;
   m.type = static_cast<kernels::WType>(t->dtype);

@@ -56,6 +56,12 @@ bool IsComputeSupported(DType t) {
     case DType::kBF16:
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       return true;
     default:
       return false;

@@ -28,7 +28,7 @@ check "help" 0 "$KVF" --help
 contains "help lists run" "$TMP/out" "run"
 check "no args" 2 "$KVF"
 check "unknown command" 2 "$KVF" frobnicate
-for sub in run tokenize info make-model; do
+for sub in run tokenize info make-model quantize; do
   check "$sub --help" 0 "$KVF" "$sub" --help
   contains "$sub usage" "$TMP/out" "usage: kvforge $sub"
 done
@@ -69,6 +69,42 @@ check "make-model" 0 "$KVF" make-model --dim 64 --layers 2 --heads 4 --kv-heads 
 check "make-model runs" 0 "$KVF" run --model "$TMP/m.gguf" --prompt "Hello" --max-tokens 4
 check "make-model bad shape" 2 "$KVF" make-model --dim 65 --heads 4 --out "$TMP/x.gguf"
 check "make-model bad dtype" 2 "$KVF" make-model --dtype q9 --out "$TMP/x.gguf"
+
+# quantize: every type must load and generate. stories260K has 64-wide rows (and 172-wide
+# ffn_down rows), so k-quants fall back per tensor to 32-blocks / f16, as llama.cpp does.
+S260="$SHARED/models/stories260K.gguf"
+for qt in q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k; do
+  check "quantize $qt" 0 "$KVF" quantize --in "$S260" --out "$TMP/s-$qt.gguf" --type "$qt"
+  contains "quantize $qt summary" "$TMP/err" "wrote $TMP/s-$qt.gguf ($qt)"
+  check "quantized $qt runs" 0 "$KVF" run --model "$TMP/s-$qt.gguf" --prompt "Once upon a time" --temperature 0 --max-tokens 24
+  contains "quantized $qt text" "$TMP/out" "Once upon a time"
+  check "quantized $qt info" 0 "$KVF" info --model "$TMP/s-$qt.gguf" --json
+done
+# 8-bit weights keep the f32 model's greedy continuation.
+check "quantized q8_0 greedy" 0 "$KVF" run --model "$TMP/s-q8_0.gguf" --prompt "Once upon a time" --temperature 0 --max-tokens 16
+contains "q8_0 greedy text" "$TMP/out" "Once upon a time, there was a little girl named Lily."
+check "quantize q4_k fallback log" 0 "$KVF" quantize --in "$S260" --out "$TMP/s-q4k.gguf" --type q4_k
+contains "q4_k falls back to q5_0" "$TMP/err" "using q5_0 instead of q4_k"
+contains "ffn_down falls back to f16" "$TMP/err" "ffn_down.weight: row length 172 is not a multiple of 256 or 32, using f16 instead of q4_k"
+contains "q4_k output to q6_k then q8_0" "$TMP/err" "output.weight: row length 64 is not a multiple of 256, using q8_0 instead of q6_k"
+check "quantize keep output f16" 0 "$KVF" quantize --in "$S260" --out "$TMP/s-keep.gguf" --type q4_0 --keep-output-f16
+check "keep-output-f16 info" 0 "$KVF" info --model "$TMP/s-keep.gguf" --json
+contains "keep-output-f16 dtypes" "$TMP/out" '"f16":{"tensors":6,'
+check "quantize make-model f16" 0 "$KVF" make-model --dim 256 --layers 1 --heads 4 --ffn 512 --dtype f16 --out "$TMP/m256.gguf"
+for qt in q4_k q5_k q6_k; do
+  check "quantize m256 $qt" 0 "$KVF" quantize --in "$TMP/m256.gguf" --out "$TMP/m256-$qt.gguf" --type "$qt"
+  check "m256 $qt runs" 0 "$KVF" run --model "$TMP/m256-$qt.gguf" --prompt "Hello" --max-tokens 4
+done
+check "m256 q4_k info" 0 "$KVF" info --model "$TMP/m256-q4_k.gguf" --json
+contains "m256 q4_k dtypes" "$TMP/out" '"q4_k":{"tensors":8,'
+contains "m256 q4_k output q6_k" "$TMP/out" '"q6_k":{"tensors":1,'
+check "quantize missing file" 1 "$KVF" quantize --in "$TMP/nope.gguf" --out "$TMP/x.gguf" --type q4_0
+contains "quantize missing file message" "$TMP/err" "nope.gguf"
+check "quantize unknown type" 2 "$KVF" quantize --in "$S260" --out "$TMP/x.gguf" --type q3_k
+contains "quantize unknown type message" "$TMP/err" "unknown --type 'q3_k'"
+check "quantize missing type" 2 "$KVF" quantize --in "$S260" --out "$TMP/x.gguf"
+check "quantize not float" 1 "$KVF" quantize --in "$TMP/s-q4_0.gguf" --out "$TMP/x.gguf" --type q8_0
+contains "quantize not float message" "$TMP/err" "is not a float model"
 
 check "ppl json" 0 "$KVF" eval ppl --text "$SHARED/models/tinystories-val-head.txt" --ctx 128 --chunks 4 --json
 contains "ppl json shape" "$TMP/out" '"tokens_scored":252'

@@ -1,16 +1,22 @@
-// Every kernel table the CPU supports against the scalar reference, on odd sizes and unaligned
-// buffers. Tolerances: float formats 1e-5 relative to the sum of |w*x| (float32 reassociation);
-// q8_0/q4_0 are integer dot products and must match the reference exactly up to the final
-// float scaling (1e-5 relative).
+// Every kernel table the CPU supports against the scalar reference, on odd sizes (block counts
+// 1, 3, 7, 33; 1-33 rows; 1-5 tokens) and unaligned buffers. Tolerance for every format:
+// 1e-5 * (4 sqrt(cols) + |y|). Float formats differ from the reference by float32
+// reassociation; quantized formats compute the same integer dot product per block (32 or 256
+// values) and differ only in how the per-block float terms are summed. Prepared activations
+// must be bit-identical. The reference itself is checked against float dot products of the
+// dequantized weights and activations (1e-4 relative to sum |w*x|).
 #include "kernels/kernels.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 
 #include "base/fp16.h"
 #include "tensor/dequant.h"
+#include "tensor/quantize.h"
 
 namespace kvforge::kernels {
 namespace {
@@ -37,7 +43,9 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
   const int64_t block = tensor::Traits(dt).block_elems;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
-  for (int64_t cols : {block, 3 * block, 7 * block + (block == 1 ? 5 : 0), 33 * block}) {
+  // 256-value formats stop at 11 blocks to keep the test fast (quantizing is the slow part).
+  for (int64_t cols :
+       {block, 3 * block, 7 * block + (block == 1 ? 5 : 0), (block == 256 ? 11 : 33) * block}) {
     for (int64_t rows : {1, 7, 17, 33}) {
       for (int64_t n_tok : {1, 2, 3, 5}) {
         const size_t rb = *tensor::RowBytes(dt, cols);
@@ -82,7 +90,88 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, MatMulTest,
                          ::testing::Values(WType::kF32, WType::kF16, WType::kBF16, WType::kQ8_0,
-                                           WType::kQ4_0));
+                                           WType::kQ4_0, WType::kQ4_1, WType::kQ5_0, WType::kQ5_1,
+                                           WType::kQ4_K, WType::kQ5_K, WType::kQ6_K),
+                         [](const ::testing::TestParamInfo<WType>& pi) {
+                           return std::string(
+                               tensor::DTypeName(static_cast<tensor::DType>(pi.param)));
+                         });
+
+// Decodes a prepared activation row back to floats (what the integer kernels multiply by).
+std::vector<float> DecodePrepared(WType w, const uint8_t* p, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(cols));
+  switch (ActFormatFor(w)) {
+    case ActFormat::kF32:
+      std::memcpy(out.data(), p, out.size() * 4);
+      break;
+    case ActFormat::kQ8_0:
+    case ActFormat::kQ8_1: {
+      const int64_t stride = ActFormatFor(w) == ActFormat::kQ8_0 ? 34 : 36;
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        const uint8_t* blk = p + b * stride;
+        uint16_t dh;
+        std::memcpy(&dh, blk, 2);
+        const int8_t* qs = reinterpret_cast<const int8_t*>(blk + stride - 32);
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) {
+          out[static_cast<size_t>(b * 32 + j)] = Fp16ToFp32(dh) * qs[j];
+          sum += qs[j];
+        }
+        if (stride == 36) {
+          int16_t s;
+          std::memcpy(&s, blk + 2, 2);
+          EXPECT_EQ(s, sum);
+        }
+      }
+      break;
+    }
+    case ActFormat::kQ8_K:
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        const uint8_t* blk = p + b * 292;
+        float d;
+        std::memcpy(&d, blk, 4);
+        const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 4);
+        for (int g = 0; g < 16; ++g) {
+          int sum = 0;
+          for (int j = 0; j < 16; ++j) {
+            out[static_cast<size_t>(b * 256 + 16 * g + j)] = d * qs[16 * g + j];
+            sum += qs[16 * g + j];
+          }
+          int16_t s;
+          std::memcpy(&s, blk + 260 + 2 * g, 2);
+          EXPECT_EQ(s, sum);
+        }
+      }
+      break;
+  }
+  return out;
+}
+
+TEST_P(MatMulTest, ReferenceMatchesDequantizedDot) {
+  const WType w = GetParam();
+  const auto dt = static_cast<tensor::DType>(w);
+  const int64_t cols = 2 * 256 + (tensor::Traits(dt).block_elems == 256 ? 0 : 96);
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.3f, 1.0f);  // off-centre: exercises the minimums
+  std::vector<float> wrow(static_cast<size_t>(cols)), wdeq(wrow.size()), x(wrow.size());
+  std::vector<uint8_t> wq(*tensor::RowBytes(dt, cols)), xp(PreparedRowBytes(w, cols));
+  for (int trial = 0; trial < 8; ++trial) {
+    for (auto& v : wrow) v = nd(rng);
+    for (auto& v : x) v = nd(rng) * 2;
+    ASSERT_TRUE(tensor::QuantizeRow(dt, wrow.data(), wq.data(), cols).ok());
+    ASSERT_TRUE(tensor::DequantizeRow(dt, wq.data(), wdeq.data(), cols).ok());
+    ReferenceTable().prepare_act(w, x.data(), xp.data(), cols);
+    const std::vector<float> xdeq = DecodePrepared(w, xp.data(), cols);
+    double want = 0, mag = 0;
+    for (int64_t i = 0; i < cols; ++i) {
+      want += static_cast<double>(wdeq[i]) * xdeq[i];
+      mag += std::fabs(static_cast<double>(wdeq[i]) * xdeq[i]);
+    }
+    float got = 0;
+    ReferenceTable().matmul_rows(w, wq.data(), wq.size(), cols, xp.data(), 1, &got, 1, 0, 1);
+    EXPECT_NEAR(got, want, 1e-4 * mag) << trial;
+  }
+}
 
 TEST(KernelsTest, RmsNormAndSwiglu) {
   std::mt19937 rng(9);

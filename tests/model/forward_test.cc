@@ -153,9 +153,18 @@ RandomModelSpec Spec(int64_t heads, int64_t kv_heads, tensor::DType dt,
   return s;
 }
 
+// k-quants need rows that are multiples of 256.
+RandomModelSpec SpecK(int64_t heads, int64_t kv_heads, tensor::DType dt) {
+  RandomModelSpec s = Spec(heads, kv_heads, dt);
+  s.dim = 256;
+  s.ffn = 512;
+  return s;
+}
+
 // Tolerances: float weights differ from the float64 oracle only by float32 summation (1e-4 of
-// the logit range is generous); q8_0/q4_0 also quantize activations to 8 bits (llama.cpp does
-// the same), which costs about 1% of the range.
+// the logit range is generous); quantized formats also quantize activations to 8 bits (llama.cpp
+// does the same: q8_0 blocks, or q8_K 256-value blocks for k-quants), which costs about 1% of
+// the range. The oracle uses the dequantized weights, so weight rounding itself costs nothing.
 INSTANTIATE_TEST_SUITE_P(
     Models, ForwardVsReference,
     ::testing::Values(Case{"stories260K", "models/stories260K.gguf", {}, 1e-4},
@@ -166,6 +175,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"mqa_bf16", "", Spec(4, 1, tensor::DType::kBF16), 1e-4},
                       Case{"gqa_q8_0", "", Spec(4, 2, tensor::DType::kQ8_0), 3e-2},
                       Case{"mha_q4_0", "", Spec(2, 2, tensor::DType::kQ4_0), 3e-2},
+                      Case{"gqa_q4_1", "", Spec(4, 2, tensor::DType::kQ4_1), 3e-2},
+                      Case{"mha_q5_0", "", Spec(2, 2, tensor::DType::kQ5_0), 3e-2},
+                      Case{"mqa_q5_1", "", Spec(4, 1, tensor::DType::kQ5_1), 3e-2},
+                      Case{"gqa_q4_k", "", SpecK(4, 2, tensor::DType::kQ4_K), 3e-2},
+                      Case{"mha_q5_k", "", SpecK(4, 4, tensor::DType::kQ5_K), 3e-2},
+                      Case{"gqa_q6_k", "", SpecK(8, 2, tensor::DType::kQ6_K), 3e-2},
                       Case{"qwen2_gqa_f32", "", Spec(4, 2, tensor::DType::kF32, "qwen2"), 1e-4}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 

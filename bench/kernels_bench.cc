@@ -4,6 +4,7 @@
 // (quantizing x for quantized formats) is outside the timed loop, as it is O(cols) per token.
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -33,10 +34,16 @@ void BM_MatMul(benchmark::State& state, const char* table_name, WType w) {
   std::vector<uint8_t> wq(rb * rows);
   for (int64_t r = 0; r < rows; ++r)
     (void)kvforge::tensor::QuantizeRow(dt, wf.data() + r * cols, wq.data() + r * rb, cols);
-  const size_t xr = kvforge::kernels::PreparedRowBytes(w, cols);
+  // Large batches of quantized weights take float activations (dequantize-then-FMA GEMM).
+  const size_t xr = kvforge::kernels::PreparedRowBytes(w, cols, n_tok);
+  const bool floats = kvforge::kernels::ActFormatFor(w, n_tok) == kvforge::kernels::ActFormat::kF32;
   std::vector<uint8_t> xp(xr * n_tok);
-  for (int64_t t = 0; t < n_tok; ++t)
-    table->prepare_act(w, x.data() + t * cols, xp.data() + t * xr, cols);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (floats)
+      std::memcpy(xp.data() + t * xr, x.data() + t * cols, xr);
+    else
+      table->prepare_act(w, x.data() + t * cols, xp.data() + t * xr, cols);
+  }
   std::vector<float> y(static_cast<size_t>(n_tok * rows));
   for (auto _ : state) {
     table->matmul_rows(w, wq.data(), rb, cols, xp.data(), n_tok, y.data(), rows, 0, rows);
@@ -48,8 +55,12 @@ void BM_MatMul(benchmark::State& state, const char* table_name, WType w) {
                                                 benchmark::Counter::kIsRate);
 }
 
-#define KVF_MATMUL_BENCH(table, wt) \
-  BENCHMARK_CAPTURE(BM_MatMul, table##_##wt, #table, WType::k##wt)->Arg(1)->Arg(32)
+#define KVF_MATMUL_BENCH(table, wt)                                \
+  BENCHMARK_CAPTURE(BM_MatMul, table##_##wt, #table, WType::k##wt) \
+      ->Arg(1)                                                     \
+      ->Arg(16)                                                    \
+      ->Arg(32)                                                    \
+      ->Arg(128)
 
 KVF_MATMUL_BENCH(ref, F32);
 KVF_MATMUL_BENCH(avx2, F32);

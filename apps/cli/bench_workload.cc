@@ -13,8 +13,8 @@ int64_t Workload::num_requests() const {
 }
 
 bool IsWorkloadKind(const std::string& kind) {
-  return kind == "sharegpt" || kind == "fixed" || kind == "shared-prefix" ||
-         kind == "multi-turn" || kind == "few-shot";
+  return kind == "sharegpt" || kind == "fixed" || kind == "shared-prefix" || kind == "multi-turn" ||
+         kind == "few-shot";
 }
 
 namespace {
@@ -45,8 +45,8 @@ Workload MakeWorkload(const WorkloadSpec& s) {
         il = std::clamp<int64_t>(static_cast<int64_t>(in_d(rng)), 4, s.max_len / 2);
         ol = std::clamp<int64_t>(static_cast<int64_t>(out_d(rng)), 4, s.max_len / 2);
       }
-      w.conversations.push_back({{with_bos(RandomTokens(rng, s.vocab, il - 1)),
-                                  static_cast<int32_t>(ol)}});
+      w.conversations.push_back(
+          {{with_bos(RandomTokens(rng, s.vocab, il - 1)), static_cast<int32_t>(ol)}});
     }
   } else if (s.kind == "shared-prefix") {
     const std::vector<int32_t> prefix = with_bos(RandomTokens(rng, s.vocab, s.prefix_len - 1));
@@ -60,7 +60,8 @@ Workload MakeWorkload(const WorkloadSpec& s) {
     for (int64_t i = 0; i < s.num_prompts; ++i) {
       std::vector<Turn> conv;
       conv.push_back({with_bos(RandomTokens(rng, s.vocab, s.input_len - 1)), out_len});
-      for (int64_t t = 1; t < s.turns; ++t) conv.push_back({RandomTokens(rng, s.vocab, 32), out_len});
+      for (int64_t t = 1; t < s.turns; ++t)
+        conv.push_back({RandomTokens(rng, s.vocab, 32), out_len});
       w.conversations.push_back(std::move(conv));
     }
   } else {  // few-shot

@@ -318,7 +318,8 @@ int BenchMain(const Args& args) {
 #ifdef KVF_HAVE_SERVER
   if (args[0] == "serve") return BenchServeMain(rest);
 #endif
-  std::fprintf(stderr, "kvforge: unknown bench '%s' (throughput, latency, batched, memory, serve)\n",
+  std::fprintf(stderr,
+               "kvforge: unknown bench '%s' (throughput, latency, batched, memory, serve)\n",
                args[0].c_str());
   return 2;
 }

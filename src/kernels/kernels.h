@@ -43,11 +43,21 @@ enum class WType : uint32_t {
 // vs 23.3 for f32 weights, whose kernel bounds any dequantize-then-FMA scheme from above; at
 // 32 tokens q4_k reaches 62 GFLOP/s vs 68 (f32) / 77 (f16), so dequantizing could win at most
 // ~1.25x on prefill, and decode (memory- and GEMV-bound) is where quantized weights matter.
+//
+// Large batches (prefill, big decode batches) are the exception: with at least
+// kDequantGemmMinTokens tokens in one call, q8_0, q4_0, q4_1, q4_k and q5_k weights are
+// dequantized once per panel of rows into f32 and multiplied by float activations with the float
+// GEMM tile, so the dequant cost is shared by every token and the inner loop is the FMA tile (Q8_0
+// at 32 tokens: 48 GFLOP/s integer vs ~65 this way; bench/kernels_bench.cc). ActFormatFor(w, n_tok)
+// says which activation format a call with n_tok tokens expects.
 enum class ActFormat { kF32, kQ8_0, kQ8_1, kQ8_K };
-ActFormat ActFormatFor(WType w);
+inline constexpr int64_t kDequantGemmMinTokens = 32;
+ActFormat ActFormatFor(WType w);                 // the small-batch format (prepare_act's)
+ActFormat ActFormatFor(WType w, int64_t n_tok);  // what matmul_rows expects for n_tok tokens
 // Bytes needed to hold one prepared activation row of `cols` values (cols must be a multiple
-// of the weight format's block size).
+// of the weight format's block size), in ActFormatFor(w) / ActFormatFor(w, n_tok).
 size_t PreparedRowBytes(WType w, int64_t cols);
+size_t PreparedRowBytes(WType w, int64_t cols, int64_t n_tok);
 
 // A paged view of one layer's K or V cache for one sequence. Token p of the sequence lives at
 //   base + block_table[p / block_tokens] * block_stride + (p % block_tokens) * token_stride
@@ -94,7 +104,8 @@ struct KernelTable {
   // Converts one activation row for weight format w (see ActFormatFor) into `dst`.
   void (*prepare_act)(WType w, const float* x, void* dst, int64_t cols);
   // y[t * y_stride + r] = dot(W row r, x_t) for r in [r0, r1), t in [0, n_tok).
-  // W rows are row_bytes apart; x rows are PreparedRowBytes(w, cols) apart.
+  // W rows are row_bytes apart; x rows are PreparedRowBytes(w, cols, n_tok) apart, in
+  // ActFormatFor(w, n_tok) (plain floats for a large batch, else prepare_act's format).
   void (*matmul_rows)(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
                       const uint8_t* x_prepared, int64_t n_tok, float* y, int64_t y_stride,
                       int64_t r0, int64_t r1);

@@ -5,6 +5,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_common.h"
+#include "tensor/dequant.h"
 #include "tensor/quant_blocks.h"
 
 namespace kvforge::kernels {
@@ -262,7 +263,22 @@ float DotRowRef(WType w, const uint8_t* row, int64_t cols, const uint8_t* x) {
 void MatMulRowsRef(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
                    const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
                    int64_t r1) {
-  const size_t x_row = PreparedRowBytes(w, cols);
+  const size_t x_row = PreparedRowBytes(w, cols, n_tok);
+  if (ActFormatFor(w, n_tok) == ActFormat::kF32 && ActFormatFor(w) != ActFormat::kF32) {
+    // Large batch on quantized weights: dequantize each row, then a float dot product.
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      (void)tensor::DequantizeRow(static_cast<tensor::DType>(w),
+                                  weights + static_cast<size_t>(r) * row_bytes, row.data(), cols);
+      for (int64_t t = 0; t < n_tok; ++t) {
+        const float* xt = reinterpret_cast<const float*>(x + t * x_row);
+        float sum = 0;
+        for (int64_t i = 0; i < cols; ++i) sum += row[static_cast<size_t>(i)] * xt[i];
+        y[t * y_stride + r] = sum;
+      }
+    }
+    return;
+  }
   for (int64_t t = 0; t < n_tok; ++t)
     for (int64_t r = r0; r < r1; ++r)
       y[t * y_stride + r] =
@@ -331,6 +347,19 @@ ActFormat ActFormatFor(WType w) {
       return ActFormat::kQ8_K;
   }
   return ActFormat::kF32;
+}
+
+ActFormat ActFormatFor(WType w, int64_t n_tok) {
+  // Only formats whose rows dequantize fast enough for the float tile to win (measured with
+  // bench/kernels_bench.cc at 32 and 128 tokens); q5_0, q5_1 and q6_k keep the integer path.
+  const bool dequant_gemm = w == WType::kQ8_0 || w == WType::kQ4_0 || w == WType::kQ4_1 ||
+                            w == WType::kQ4_K || w == WType::kQ5_K;
+  return dequant_gemm && n_tok >= kDequantGemmMinTokens ? ActFormat::kF32 : ActFormatFor(w);
+}
+
+size_t PreparedRowBytes(WType w, int64_t cols, int64_t n_tok) {
+  return ActFormatFor(w, n_tok) == ActFormat::kF32 ? static_cast<size_t>(cols) * 4
+                                                   : PreparedRowBytes(w, cols);
 }
 
 size_t PreparedRowBytes(WType w, int64_t cols) {

@@ -185,8 +185,8 @@ Status BlockManager::CheckInvariants() const {
     if (external_refs_) refs[static_cast<size_t>(i)] += external_refs_(block);
     if (pool_.RefCount(block) != refs[static_cast<size_t>(i)]) {
       return Status::Internal(base::StrFormat(
-          "kvmeta manager: %s has ref count %d but %d table (and cache) references", ToString(block).c_str(),
-          pool_.RefCount(block), refs[static_cast<size_t>(i)]));
+          "kvmeta manager: %s has ref count %d but %d table (and cache) references",
+          ToString(block).c_str(), pool_.RefCount(block), refs[static_cast<size_t>(i)]));
     }
   }
   return Status::Ok();

@@ -128,9 +128,7 @@ class HashPrefixCache final : public PrefixCache {
   void OnRelease(SeqId seq) override { progress_.erase(seq); }
 
   int64_t ReclaimableBlocks() const override { return 0; }  // the pool counts them as free
-  bool CountsAsFree(BlockId b) const override {
-    return pool_->State(b) == BlockState::kEvictable;
-  }
+  bool CountsAsFree(BlockId b) const override { return pool_->State(b) == BlockState::kEvictable; }
   int64_t Reclaim(int64_t) override { return 0; }  // Allocate() evicts by itself
   void Clear() override { pool_->EvictAll(); }
 

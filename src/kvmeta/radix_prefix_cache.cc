@@ -344,7 +344,7 @@ class RadixPrefixCache final : public PrefixCache {
   BlockPool* pool_;
   int64_t bt_;
   std::map<std::string, std::unique_ptr<Node>> roots_;  // one tree per cache salt
-  std::set<std::pair<uint64_t, Node*>> lru_;           // unlocked leaves, oldest first
+  std::set<std::pair<uint64_t, Node*>> lru_;            // unlocked leaves, oldest first
   std::unordered_map<SeqId, Node*> locked_;
   uint64_t clock_ = 0;
   PrefixCacheStats stats_;

@@ -70,9 +70,9 @@ int64_t Model::NumLogitRows(const Batch& batch) {
 void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Workspace& ws,
                    kernels::ThreadPool& pool) const {
   const kernels::KernelTable& kt = kernels::Active();
-  const size_t xrow = kernels::PreparedRowBytes(w.type, w.cols);
+  const size_t xrow = kernels::PreparedRowBytes(w.type, w.cols, n_tok);
   const uint8_t* xp;
-  if (kernels::ActFormatFor(w.type) == kernels::ActFormat::kF32) {
+  if (kernels::ActFormatFor(w.type, n_tok) == kernels::ActFormat::kF32) {
     xp = reinterpret_cast<const uint8_t*>(x);  // already in the right format
   } else {
     for (int64_t t = 0; t < n_tok; ++t)

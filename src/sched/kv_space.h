@@ -55,9 +55,7 @@ class KvSpace {
   virtual int64_t CachedPrefixTokens(int64_t /*seq*/, int64_t /*num_tokens*/) const { return 0; }
   // Tokens of unknown `seq` that are cached or being prefilled by running sequences (the cache
   // will hold them after those prefills finish): waiting a step or two may save recomputing them.
-  virtual int64_t InflightPrefixTokens(int64_t /*seq*/, int64_t /*num_tokens*/) const {
-    return 0;
-  }
+  virtual int64_t InflightPrefixTokens(int64_t /*seq*/, int64_t /*num_tokens*/) const { return 0; }
   // Creates unknown `seq` holding its cached prefix; returns the tokens now computed (0: none).
   virtual int64_t AttachCachedPrefix(int64_t /*seq*/, int64_t /*num_tokens*/) { return 0; }
   // The scheduler committed K/V for tokens [0, num_computed) of `seq` (in_prefill: still in its

@@ -157,7 +157,7 @@ struct SchedulerStats {
   int64_t num_swap_preemptions = 0;   // of which by swap
   int64_t num_recomputed_tokens = 0;  // computed tokens thrown away by recompute preemption
   int64_t num_swap_ins = 0;
-  int64_t num_steps = 0;  // Schedule() calls
+  int64_t num_steps = 0;             // Schedule() calls
   int64_t num_prefix_deferrals = 0;  // admissions held back for an in-flight shared prefix
 };
 

@@ -53,7 +53,7 @@ LLMConfig Base(const std::string& mode) {
 }
 
 std::vector<std::vector<int32_t>> RunAll(const LLMConfig& c, const Prompts& prompts, int rounds,
-                                      EngineStats* stats, int64_t* cached) {
+                                         EngineStats* stats, int64_t* cached) {
   LLM llm(c);
   EXPECT_TRUE(llm.ok()) << llm.status().ToString();
   if (!llm.ok()) return {};

@@ -47,7 +47,9 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
   for (int64_t cols :
        {block, 3 * block, 7 * block + (block == 1 ? 5 : 0), (block == 256 ? 11 : 33) * block}) {
     for (int64_t rows : {1, 7, 17, 33}) {
-      for (int64_t n_tok : {1, 2, 3, 5}) {
+      // 33 tokens take the dequantize-then-float GEMM path for quantized weights.
+      for (int64_t n_tok :
+           {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, kDequantGemmMinTokens + 1}) {
         const size_t rb = *tensor::RowBytes(dt, cols);
         // One byte of offset makes every buffer unaligned.
         std::vector<uint8_t> wbuf(rb * rows + 1);
@@ -58,17 +60,26 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
         }
         std::vector<float> x(static_cast<size_t>(n_tok * cols));
         for (auto& v : x) v = nd(rng);
-        const size_t xr = PreparedRowBytes(w, cols);
+        const size_t xr = PreparedRowBytes(w, cols, n_tok);
+        const bool floats = ActFormatFor(w, n_tok) == ActFormat::kF32;
         std::vector<uint8_t> xref(xr * n_tok + 1), xsimd(xr * n_tok + 1);
         std::vector<float> yref(static_cast<size_t>(n_tok * rows)), ysimd(yref.size());
         const KernelTable& ref = ReferenceTable();
-        for (int64_t t = 0; t < n_tok; ++t)
-          ref.prepare_act(w, x.data() + t * cols, xref.data() + 1 + t * xr, cols);
+        for (int64_t t = 0; t < n_tok; ++t) {
+          if (floats)
+            std::memcpy(xref.data() + 1 + t * xr, x.data() + t * cols, xr);
+          else
+            ref.prepare_act(w, x.data() + t * cols, xref.data() + 1 + t * xr, cols);
+        }
         ref.matmul_rows(w, wbuf.data() + 1, rb, cols, xref.data() + 1, n_tok, yref.data(), rows, 0,
                         rows);
         for (const KernelTable* k : Simd()) {
-          for (int64_t t = 0; t < n_tok; ++t)
-            k->prepare_act(w, x.data() + t * cols, xsimd.data() + 1 + t * xr, cols);
+          for (int64_t t = 0; t < n_tok; ++t) {
+            if (floats)
+              std::memcpy(xsimd.data() + 1 + t * xr, x.data() + t * cols, xr);
+            else
+              k->prepare_act(w, x.data() + t * cols, xsimd.data() + 1 + t * xr, cols);
+          }
           // Prepared activations are bit-identical (same rounding rule).
           EXPECT_EQ(0, std::memcmp(xsimd.data() + 1, xref.data() + 1, xr * n_tok)) << k->name;
           std::fill(ysimd.begin(), ysimd.end(), 0.0f);

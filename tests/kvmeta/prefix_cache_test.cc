@@ -3,6 +3,8 @@
 // forward pass would write), moved only through the copies the bookkeeping reports. Every hit
 // must then read back, at every matched position, the fingerprint of the query's own prefix:
 // a wrong block, a stale block after eviction, a bad split or a salt leak would all show.
+#include "kvmeta/prefix_cache.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "kvmeta/block_manager.h"
-#include "kvmeta/prefix_cache.h"
 
 namespace kvforge::kvmeta {
 namespace {
@@ -100,8 +101,10 @@ struct Harness {
       if (Grow(s, m.num_tokens - have)) {
         const BlockTable* t = mgr.Find(s);
         for (int64_t p = have; p < m.num_tokens; ++p)
-          bytes[static_cast<size_t>(BlockIndex(t->blocks().back()))][static_cast<size_t>(p % bt())] =
-              bytes[static_cast<size_t>(BlockIndex(m.partial_block))][static_cast<size_t>(p % bt())];
+          bytes[static_cast<size_t>(BlockIndex(t->blocks().back()))]
+               [static_cast<size_t>(p % bt())] =
+                   bytes[static_cast<size_t>(BlockIndex(m.partial_block))]
+                        [static_cast<size_t>(p % bt())];
         have = m.num_tokens;
       }
     }

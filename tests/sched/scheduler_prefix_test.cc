@@ -89,8 +89,8 @@ TEST(SchedulerPrefixTest, AdmitsLongestCachedPrefixFirstAndStartsAfterIt) {
   ASSERT_EQ(first.chunks.size(), 1u);
   kv.cached = {{10, 0}, {20, 64}, {30, 32}};
   for (int i = 1; i <= 3; ++i)
-    ASSERT_TRUE(s.AddRequest({.id = i, .seq = 10 * i, .prompt_tokens = 80, .max_new_tokens = 4})
-                    .ok());
+    ASSERT_TRUE(
+        s.AddRequest({.id = i, .seq = 10 * i, .prompt_tokens = 80, .max_new_tokens = 4}).ok());
   ASSERT_TRUE(s.OnStepDone(first, {}, {{9, true}}).ok());
   StepPlan p = s.Schedule();
   ASSERT_EQ(p.chunks.size(), 1u);

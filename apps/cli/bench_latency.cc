@@ -55,7 +55,7 @@ double TriadGBps(kernels::ThreadPool& pool) {
 int LatencyMain(const Args& args) {
   std::string model;
   int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 3, threads = 0, block = 16, seed = 1;
-  bool json = false, kv_f32 = false, no_bandwidth = false;
+  bool json = false, kv_f32 = false, no_bandwidth = false, mlock = false;
   FlagParser p("bench latency",
                "llama-bench style prompt processing (pp) and generation (tg) speed.");
   p.AddString("model", &model, "GGUF model (default: the embedded model)");
@@ -68,6 +68,7 @@ int LatencyMain(const Args& args) {
   p.AddInt("seed", &seed, "token seed");
   p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
   p.AddBool("no-bandwidth", &no_bandwidth, "skip the STREAM triad");
+  p.AddBool("mlock", &mlock, "pin the weights in RAM (llama-bench --mlock)");
   p.AddBool("json", &json, "print a JSON object");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (n_prompt < 0 || n_gen < 0 || depth < 0 || reps <= 0 || threads < 0 || block <= 0) {
@@ -79,6 +80,9 @@ int LatencyMain(const Args& args) {
     std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
     return 1;
   }
+  if (mlock)
+    if (Status s = (*m)->LockWeights(); !s.ok())
+      std::fprintf(stderr, "kvforge: warning: %s\n", s.message().c_str());
   const model::ModelConfig& c = (*m)->config();
   const int64_t total = depth + std::max(n_prompt, n_gen);
   kvstore::PagedKvCacheConfig kc;

@@ -79,7 +79,7 @@ int RunMain(const Args& args) {
   int64_t block_size = 16, max_num_seqs = 64, max_batched = 2048;
   int64_t max_tokens = 128, top_k = 40, seed = -1, threads = 0, ctx = 0;
   double temperature = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
-  bool json = false, ignore_eos = false, kv_f32 = false;
+  bool json = false, ignore_eos = false, kv_f32 = false, mlock = false;
   FlagParser p("run",
                "Generate text from a prompt. Text streams to stdout; prefill/decode speed and\n"
                "time to first token go to stderr (or into the JSON object with --json).");
@@ -96,6 +96,7 @@ int RunMain(const Args& args) {
   p.AddInt("ctx", &ctx, "context length (0 = the model's, at most 8192)");
   p.AddBool("ignore-eos", &ignore_eos, "keep generating after end-of-sequence");
   p.AddBool("kv-f32", &kv_f32, "store the KV cache in f32 instead of f16");
+  p.AddBool("mlock", &mlock, "pin the model's weights in RAM");
   p.AddBool("json", &json, "print one JSON object instead of streaming");
 #ifdef KVF_HAVE_CHAT_TEMPLATE
   p.AddBool("chat", &chat,
@@ -153,6 +154,7 @@ int RunMain(const Args& args) {
     cfg.threads = static_cast<int>(threads);
     cfg.max_model_len = ctx;
     cfg.kv_f16 = !kv_f32;
+    cfg.mlock = mlock;
     cfg.block_size = static_cast<int32_t>(block_size);
     cfg.max_num_seqs = max_num_seqs;
     cfg.max_num_batched_tokens = max_batched;
@@ -174,6 +176,7 @@ int RunMain(const Args& args) {
   eo.threads = static_cast<int>(threads);
   eo.max_context = ctx;
   eo.kv_f16 = !kv_f32;
+  eo.mlock = mlock;
   auto engine = Engine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());

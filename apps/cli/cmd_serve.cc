@@ -37,6 +37,7 @@ int ServeMain(const Args& args) {
   int64_t port = 8000, max_model_len = 0, max_num_seqs = 64, max_batched = 2048, block_size = 16,
           threads = 0;
   int64_t max_queue = 128, http_threads = 0;
+  bool mlock = false;
   uint64_t kv_mem = 0, max_body = 4u << 20;
   FlagParser p(
       "serve",
@@ -59,6 +60,7 @@ int ServeMain(const Args& args) {
   p.AddInt("block-size", &block_size, "KV block tokens");
   p.AddInt("threads", &threads, "compute threads (0: one per core)");
   p.AddString("preemption", &preemption, "recompute | swap");
+  p.AddBool("mlock", &mlock, "pin the model's weights in RAM");
   p.AddString("prefix-cache", &prefix_cache,
               "off | hash (vLLM-style block hashes) | radix (SGLang-style radix tree)");
   p.AddString("scheduling-policy", &policy,
@@ -119,6 +121,7 @@ int ServeMain(const Args& args) {
   cfg.threads = static_cast<int>(threads);
   cfg.preemption_mode = preemption;
   cfg.scheduling_policy = policy;
+  cfg.mlock = mlock;
   cfg.enable_prefix_caching = prefix_cache != "off";
   if (cfg.enable_prefix_caching) cfg.prefix_cache_mode = prefix_cache;
 

@@ -28,6 +28,7 @@ struct EngineOptions {
   // weights (the CPU analogue of vLLM's gpu_memory_utilization). Neither: one full context.
   uint64_t kv_cache_memory_bytes = 0;
   double memory_utilization = 0;
+  bool mlock = false;  // pin the weights in RAM (a refusal by the OS is logged, not fatal)
 };
 
 struct ModelInfo {

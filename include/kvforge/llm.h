@@ -38,6 +38,7 @@ struct LLMConfig {
   int64_t max_num_seqs = 64;              // running sequences per step
   int32_t block_size = 16;                // KV block, tokens
   int threads = 0;                        // 0: one per core
+  bool mlock = false;                     // pin the weights in RAM (refusal logged, not fatal)
   bool kv_f16 = true;
   bool chunked_prefill = true;
   std::string batching = "continuous";        // "continuous" | "static" (baseline, for measurement)

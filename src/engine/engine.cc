@@ -87,6 +87,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
                                                                    assets::kDefaultModelName));
   } else {
     KVF_ASSIGN_OR_RETURN(impl->model, model::Model::Load(options.model_path));
+    if (options.mlock)
+      if (Status s = impl->model->LockWeights(); !s.ok()) KVF_LOG_WARN("%s", s.message().c_str());
   }
   KVF_ASSIGN_OR_RETURN(impl->tok, tokenizer::Tokenizer::FromGguf(impl->model->file()));
   const model::ModelConfig& c = impl->model->config();

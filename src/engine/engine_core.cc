@@ -56,6 +56,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
                                                                  assets::kDefaultModelName));
   } else {
     KVF_ASSIGN_OR_RETURN(e->model_, model::Model::Load(c.model));
+    if (c.mlock)
+      if (Status s = e->model_->LockWeights(); !s.ok()) KVF_LOG_WARN("%s", s.message().c_str());
   }
   KVF_ASSIGN_OR_RETURN(e->tok_, tokenizer::Tokenizer::FromGguf(e->model_->file()));
   const model::ModelConfig& mc = e->model_->config();

@@ -146,6 +146,15 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   return f;
 }
 
+Status GgufFile::LockInMemory() const {
+  if (base_ == nullptr || size_ == 0) return Status::Ok();
+  if (mlock(base_, size_) != 0)
+    return Status::ResourceExhausted(
+        StrFormat("%s: mlock of %llu bytes failed: %s (raise the locked-memory limit, ulimit -l)",
+                  path_.c_str(), static_cast<unsigned long long>(size_), std::strerror(errno)));
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<GgufFile>> GgufFile::FromMemory(const uint8_t* data, size_t size,
                                                        std::string name) {
   std::unique_ptr<GgufFile> f(new GgufFile());

@@ -76,6 +76,9 @@ class GgufFile {
   static Result<std::unique_ptr<GgufFile>> FromMemory(const uint8_t* data, size_t size,
                                                       std::string name);
   ~GgufFile();
+  // Pins the mapped file in RAM (mlock), so the weights are never paged out under memory
+  // pressure. ResourceExhausted with the RLIMIT_MEMLOCK hint when the OS refuses.
+  Status LockInMemory() const;
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
 

@@ -58,7 +58,11 @@ class Workspace {
 class Model {
  public:
   // Opens the GGUF (mmap), reads the config, binds the weights.
+  // Maps the file and binds the weights in place (no copy, no repacking: every supported weight
+  // layout is consumed as stored); logs the mapped bytes and the time taken.
   static Result<std::unique_ptr<Model>> Load(const std::string& path);
+  // mlock()s the weights (llama.cpp's --mlock); a refusal is an error the caller may downgrade.
+  Status LockWeights() const;
   // Same from caller-owned GGUF bytes that outlive the Model (the embedded default model).
   static Result<std::unique_ptr<Model>> LoadFromMemory(const uint8_t* data, size_t size,
                                                        std::string name);

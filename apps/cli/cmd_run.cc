@@ -5,6 +5,7 @@
 #include "base/strings.h"
 #include "commands.h"
 #include "flags.h"
+#include "kv_flags.h"
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
 #ifdef KVF_HAVE_CHAT_TEMPLATE
@@ -93,6 +94,8 @@ int RunMain(const Args& args) {
   p.AddInt("ctx", &ctx, "context length (0 = the model's, at most 8192)");
   p.AddBool("ignore-eos", &ignore_eos, "keep generating after end-of-sequence");
   p.AddBool("kv-f32", &kv_f32, "store the KV cache in f32 instead of f16");
+  KvFlags kv;
+  AddKvFlags(p, &kv);
   p.AddBool("json", &json, "print one JSON object instead of streaming");
 #ifdef KVF_HAVE_CHAT_TEMPLATE
   p.AddBool("chat", &chat,
@@ -145,6 +148,7 @@ int RunMain(const Args& args) {
     cfg.threads = static_cast<int>(threads);
     cfg.max_model_len = ctx;
     cfg.kv_f16 = !kv_f32;
+    ApplyKvFlags(kv, &cfg);
     cfg.block_size = static_cast<int32_t>(block_size);
     cfg.max_num_seqs = max_num_seqs;
     cfg.max_num_batched_tokens = max_batched;
@@ -164,6 +168,7 @@ int RunMain(const Args& args) {
   eo.threads = static_cast<int>(threads);
   eo.max_context = ctx;
   eo.kv_f16 = !kv_f32;
+  ApplyKvFlags(kv, &eo);
   auto engine = Engine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());

@@ -14,6 +14,7 @@ int TokenizeMain(const Args& args);      // cmd_tokenize.cc
 int InfoMain(const Args& args);          // cmd_info.cc
 int MakeModelMain(const Args& args);     // cmd_make_model.cc
 int EvalMain(const Args& args);          // cmd_eval.cc
+int EvalKvMain(const Args& args);        // cmd_eval_kv.cc (eval kv)
 int BenchMain(const Args& args);         // cmd_bench.cc
 int CalcMain(const Args& args);          // cmd_calc.cc
 int ChatTemplateMain(const Args& args);  // cmd_chat_template.cc

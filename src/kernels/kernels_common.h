@@ -23,9 +23,17 @@ static inline float KvAt(const uint8_t* row, int64_t i, bool is_f16) {
   return f;
 }
 
+// Decodes KV head kvh of token p of a paged view into out[v.head_dim]: the scalar reference for
+// every dtype (residual window included), on which the SIMD tile decoders are tested.
+void DecodeKvHeadRef(const KvPageView& v, int64_t p, int32_t kvh, float* out);
+
 // Quantizes x into q8_0 blocks (34 bytes per 32 values), the activation format for q8_0/q4_0.
 void QuantizeQ8_0Ref(const float* x, uint8_t* dst, int64_t cols);
 
 extern const KernelTable kAvx2Table;
+// AVX2 attention for views that are not plain f32/f16 (quantized dtypes, a residual window):
+// dequantizes tiles of at most 32 tokens of one KV head into a small buffer
+// (attention_quant_avx2.cc).
+void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);
 
 }  // namespace kvforge::kernels::internal

@@ -13,8 +13,10 @@
 #include "assets/default_model.h"
 #include "base/strings.h"
 #include "bench_common.h"
+#include "engine/kv_options.h"
 #include "flags.h"
 #include "kernels/thread_pool.h"
+#include "kv_flags.h"
 #include "kvstore/paged_kv_cache.h"
 #include "model/model.h"
 
@@ -50,6 +52,25 @@ double TriadGBps(kernels::ThreadPool& pool) {
   return best;
 }
 
+// A paged cache for `seqs` sequences of `tokens` tokens with the dtype flags' choice.
+Result<std::unique_ptr<kvstore::PagedKvCache>> MakeBenchCache(const model::ModelConfig& c,
+                                                              const KvFlags& kv, bool kv_f32,
+                                                              int64_t block, int64_t tokens,
+                                                              int64_t seqs) {
+  engine::KvCacheChoice choice;
+  choice.dtype = kv.dtype;
+  choice.k_dtype = kv.k_dtype;
+  choice.v_dtype = kv.v_dtype;
+  choice.kv_f16 = !kv_f32;
+  choice.fp8_scales = kv.scales;
+  choice.fp8_scales_per_head = kv.scales_per_head;
+  choice.block_tokens = static_cast<int32_t>(block);
+  KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc, engine::MakeKvCacheConfig(c, choice));
+  const int64_t bt = kc.store.block_tokens;
+  kc.store.num_blocks = seqs * ((tokens + bt - 1) / bt);
+  return kvstore::PagedKvCache::Create(kc);
+}
+
 }  // namespace
 
 int LatencyMain(const Args& args) {
@@ -67,6 +88,8 @@ int LatencyMain(const Args& args) {
   p.AddInt("block-size", &block, "KV block tokens");
   p.AddInt("seed", &seed, "token seed");
   p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
+  KvFlags kv;
+  AddKvFlags(p, &kv);
   p.AddBool("no-bandwidth", &no_bandwidth, "skip the STREAM triad");
   p.AddBool("mlock", &mlock, "pin the weights in RAM (llama-bench --mlock)");
   p.AddBool("json", &json, "print a JSON object");
@@ -85,11 +108,7 @@ int LatencyMain(const Args& args) {
       std::fprintf(stderr, "kvforge: warning: %s\n", s.message().c_str());
   const model::ModelConfig& c = (*m)->config();
   const int64_t total = depth + std::max(n_prompt, n_gen);
-  kvstore::PagedKvCacheConfig kc;
-  kc.store = {static_cast<int32_t>(c.n_layer),  static_cast<int32_t>(c.n_head_kv),
-              static_cast<int32_t>(c.head_dim), static_cast<int32_t>(block),
-              (total + block - 1) / block,      !kv_f32};
-  auto cache = kvstore::PagedKvCache::Create(kc);
+  auto cache = MakeBenchCache(c, kv, kv_f32, block, total, 1);
   if (!cache.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
     return 1;
@@ -171,8 +190,11 @@ int LatencyMain(const Args& args) {
       std::printf("%-8s depth %-6lld %10.2f +- %.2f tokens/s\n", tests[i].name.c_str(),
                   (long long)depth, mean, sd);
   }
-  out += base::StrFormat("],\"bandwidth_gb_per_s\":%.3f,\"roofline_fraction\":%.4f,\"threads\":%d}",
-                         bw, roofline, pool.num_threads());
+  out += base::StrFormat(
+      "],\"bandwidth_gb_per_s\":%.3f,\"roofline_fraction\":%.4f,\"threads\":%d,"
+      "\"kv_dtype\":\"%s\",\"kv_bytes_per_token\":%.0f}",
+      bw, roofline, pool.num_threads(), engine::KvDtypeLabel((*cache)->store().config()).c_str(),
+      kv_per_token);
   if (json)
     std::printf("%s\n", out.c_str());
   else if (bw > 0)
@@ -206,6 +228,8 @@ int BatchedMain(const Args& args) {
   p.AddInt("block-size", &block, "KV block tokens");
   p.AddInt("seed", &seed, "token seed");
   p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
+  KvFlags kv;
+  AddKvFlags(p, &kv);
   p.AddBool("json", &json, "print a JSON object");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   std::vector<int64_t> bs;
@@ -236,15 +260,7 @@ int BatchedMain(const Args& args) {
   if (!json) std::printf("%6s %8s %8s %12s %12s\n", "B", "PP", "TG", "S_PP t/s", "S_TG t/s");
   for (size_t bi = 0; bi < bs.size(); ++bi) {
     const int64_t B = bs[bi];
-    const int64_t per_seq_blocks = (n_prompt + n_gen + block - 1) / block;
-    kvstore::PagedKvCacheConfig kc;
-    kc.store = {static_cast<int32_t>(c.n_layer),
-                static_cast<int32_t>(c.n_head_kv),
-                static_cast<int32_t>(c.head_dim),
-                static_cast<int32_t>(block),
-                per_seq_blocks * B,
-                !kv_f32};
-    auto cache = kvstore::PagedKvCache::Create(kc);
+    auto cache = MakeBenchCache(c, kv, kv_f32, block, n_prompt + n_gen, B);
     if (!cache.ok()) {
       std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
       return 1;

@@ -7,6 +7,7 @@
 #include "base/strings.h"
 #include "commands.h"
 #include "flags.h"
+#include "kv_flags.h"
 #include "kvforge/engine.h"
 
 namespace kvforge::cli {
@@ -27,6 +28,8 @@ int PplMain(const Args& args) {
   p.AddInt("chunks", &chunks, "at most this many chunks (-1 = all)");
   p.AddInt("threads", &threads, "compute threads (0 = one per core)");
   p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
+  KvFlags kv;
+  AddKvFlags(p, &kv);
   p.AddBool("json", &json, "print a JSON object");
   p.Require("text");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
@@ -46,6 +49,7 @@ int PplMain(const Args& args) {
   eo.threads = static_cast<int>(threads);
   eo.max_context = ctx;
   eo.kv_f16 = !kv_f32;
+  ApplyKvFlags(kv, &eo);
   auto engine = Engine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());
@@ -83,12 +87,13 @@ int PplMain(const Args& args) {
 
 int EvalMain(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs("usage: kvforge eval ppl [flags]   (kvforge eval ppl --help)\n",
+    std::fputs("usage: kvforge eval ppl|kv [flags]   (kvforge eval ppl --help)\n",
                args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "ppl") return PplMain(Args(args.begin() + 1, args.end()));
-  std::fprintf(stderr, "kvforge: unknown eval mode '%s' (available: ppl)\n", args[0].c_str());
+  if (args[0] == "kv") return EvalKvMain(Args(args.begin() + 1, args.end()));
+  std::fprintf(stderr, "kvforge: unknown eval mode '%s' (available: ppl, kv)\n", args[0].c_str());
   return 2;
 }
 

@@ -5,6 +5,7 @@
 #include "base/strings.h"
 #include "commands.h"
 #include "flags.h"
+#include "kv_flags.h"
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
 #ifdef KVF_HAVE_CHAT_TEMPLATE
@@ -97,6 +98,8 @@ int RunMain(const Args& args) {
   p.AddBool("ignore-eos", &ignore_eos, "keep generating after end-of-sequence");
   p.AddBool("kv-f32", &kv_f32, "store the KV cache in f32 instead of f16");
   p.AddBool("mlock", &mlock, "pin the model's weights in RAM");
+  KvFlags kv;
+  AddKvFlags(p, &kv);
   p.AddBool("json", &json, "print one JSON object instead of streaming");
 #ifdef KVF_HAVE_CHAT_TEMPLATE
   p.AddBool("chat", &chat,
@@ -155,6 +158,7 @@ int RunMain(const Args& args) {
     cfg.max_model_len = ctx;
     cfg.kv_f16 = !kv_f32;
     cfg.mlock = mlock;
+    ApplyKvFlags(kv, &cfg);
     cfg.block_size = static_cast<int32_t>(block_size);
     cfg.max_num_seqs = max_num_seqs;
     cfg.max_num_batched_tokens = max_batched;
@@ -177,6 +181,7 @@ int RunMain(const Args& args) {
   eo.max_context = ctx;
   eo.kv_f16 = !kv_f32;
   eo.mlock = mlock;
+  ApplyKvFlags(kv, &eo);
   auto engine = Engine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "kv_flags.h"
 #include "kvforge/llm.h"
 #include "server/server.h"
 
@@ -70,6 +71,8 @@ int ServeMain(const Args& args) {
   p.AddInt("http-threads", &http_threads, "HTTP worker threads (0: max-num-seqs + max-queue + 16)");
   p.AddString("chat-template", &chat_template_file,
               "Jinja2 chat template file overriding the model's");
+  KvFlags kv;
+  AddKvFlags(p, &kv);
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (port < 0 || port > 65535) {
     std::fprintf(stderr, "kvforge: --port must be in 0..65535\n");
@@ -124,6 +127,7 @@ int ServeMain(const Args& args) {
   cfg.mlock = mlock;
   cfg.enable_prefix_caching = prefix_cache != "off";
   if (cfg.enable_prefix_caching) cfg.prefix_cache_mode = prefix_cache;
+  ApplyKvFlags(kv, &cfg);
 
   // Every thread created from here on inherits the blocked signals; only sigwait below takes them.
   sigset_t signals;

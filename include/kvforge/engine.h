@@ -18,10 +18,20 @@
 namespace kvforge {
 
 struct EngineOptions {
-  std::string model_path;        // GGUF file; empty: the embedded default model
-  int threads = 0;               // 0: one per core
-  int64_t max_context = 0;       // 0: the model's training context, capped at 8192
-  bool kv_f16 = true;            // KV cache element type: f16 (default) or f32
+  std::string model_path;   // GGUF file; empty: the embedded default model
+  int threads = 0;          // 0: one per core
+  int64_t max_context = 0;  // 0: the model's training context, capped at 8192
+  bool kv_f16 = true;       // KV cache element type for kv_cache_dtype "auto": f16 or f32
+  // KV cache element type, engine-wide (vLLM's kv_cache_dtype; docs/kv_quantization.md): "auto",
+  // f32, f16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, int8, q8_0, q4_0, kivi2, kivi4.
+  std::string kv_cache_dtype = "auto";
+  std::string kv_cache_dtype_k, kv_cache_dtype_v;  // separate K / V types; empty: kv_cache_dtype
+  // FP8 scales: "" (1.0), "calibrate" (amax of the first batch / 200 for K, / 100 for V, as
+  // vLLM's calculate_kv_scales), or a file written by Engine::SaveKvScales.
+  std::string kv_scales;
+  bool kv_scales_per_head = false;     // one FP8 scale per KV head instead of per tensor
+  int64_t kivi_residual_tokens = 128;  // KIVI: newest tokens kept in f16 (a multiple of 32)
+  bool kivi_eager = false;  // KIVI: quantize before the step's attention (simulated quantization)
   int32_t kv_block_tokens = 16;  // KV block size in tokens
   int64_t prefill_chunk = 512;   // prompt tokens per forward step
   // KV pool size: an explicit byte budget, or a fraction of the RAM available at start minus the
@@ -44,8 +54,9 @@ struct ModelInfo {
   uint64_t weight_bytes;
   std::string tokenizer_model;
   int32_t bos, eos;
-  uint64_t kv_bytes_per_token;     // with the engine's KV element type, all layers, K and V
-  std::string chat_template;       // tokenizer.chat_template (Jinja2), empty when absent
+  uint64_t kv_bytes_per_token;  // with the engine's KV dtype, all layers, K and V, scales included
+  std::string kv_cache_dtype;   // "q8_0", or "k=q8_0,v=f16"
+  std::string chat_template;    // tokenizer.chat_template (Jinja2), empty when absent
   std::string bos_text, eos_text;  // the BOS/EOS token texts, for chat templates
 };
 
@@ -107,6 +118,17 @@ class Engine {
 
   // Raw logits for the last token after prefilling `tokens` from position 0 (tests, tools).
   Result<std::vector<float>> LogitsFor(const std::vector<int32_t>& tokens);
+
+  // Logits for EVERY position of `tokens`, fed from position 0 in forward steps of the given
+  // sizes (they must add up to tokens.size()): {n} is one teacher-forced pass, {1, 1, ...}
+  // token-by-token decoding, {C, M} a prefill then a continuation. Row i (n_vocab floats)
+  // predicts token i + 1. The KV cache is emptied before and after (KV evaluation, tests).
+  Result<std::vector<float>> LogitsAll(const std::vector<int32_t>& tokens,
+                                       const std::vector<int64_t>& steps);
+
+  // Writes the FP8 KV scales in use (after first-batch calibration) to `path`, in the format
+  // EngineOptions::kv_scales loads.
+  Status SaveKvScales(const std::string& path) const;
 
  private:
   struct Impl;

@@ -39,7 +39,10 @@ struct LLMConfig {
   int32_t block_size = 16;                // KV block, tokens
   int threads = 0;                        // 0: one per core
   bool mlock = false;                     // pin the weights in RAM (refusal logged, not fatal)
-  bool kv_f16 = true;
+  bool kv_f16 = true;                     // KV element type for kv_cache_dtype "auto"
+  std::string kv_cache_dtype = "auto";    // as EngineOptions::kv_cache_dtype (vLLM's flag)
+  std::string kv_cache_dtype_k, kv_cache_dtype_v;  // separate K / V types; empty: kv_cache_dtype
+  std::string kv_scales;                           // FP8 scales: "", "calibrate" or a scales file
   bool chunked_prefill = true;
   std::string batching = "continuous";        // "continuous" | "static" (baseline, for measurement)
   std::string preemption_mode = "recompute";  // "recompute" | "swap"

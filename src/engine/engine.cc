@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "engine/kv_budget.h"
+#include "engine/kv_options.h"
 #include "engine/stop_checker.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/thread_pool.h"
@@ -97,27 +98,19 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
                                    ": the tokenizer has more tokens than the embedding");
   impl->max_ctx =
       options.max_context > 0 ? options.max_context : std::min<int64_t>(c.n_ctx_train, 8192);
-  kvstore::PagedKvCacheConfig kc;
-  kc.store.n_layer = static_cast<int32_t>(c.n_layer);
-  kc.store.n_kv_head = static_cast<int32_t>(c.n_head_kv);
-  kc.store.head_dim = static_cast<int32_t>(c.head_dim);
-  kc.store.block_tokens = options.kv_block_tokens;
-  kc.store.f16 = options.kv_f16;
+  KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc,
+                       engine::MakeKvCacheConfig(c, engine::KvChoiceFrom(options)));
   uint64_t weight_bytes = 0;
   for (const auto& t : impl->model->file().tensors()) weight_bytes += t.nbytes;
-  const uint64_t per_block = 2ull * static_cast<uint64_t>(c.n_layer) *
-                             static_cast<uint64_t>(c.kv_dim()) * (options.kv_f16 ? 2 : 4) *
-                             static_cast<uint64_t>(options.kv_block_tokens);
-  const int64_t one_seq = (impl->max_ctx + options.kv_block_tokens - 1) / options.kv_block_tokens;
+  KVF_ASSIGN_OR_RETURN(const uint64_t per_block, engine::KvBlockBytes(kc));
+  const int32_t block_tokens = kc.store.block_tokens;
+  const int64_t one_seq = (impl->max_ctx + block_tokens - 1) / block_tokens;
   KVF_ASSIGN_OR_RETURN(
       kc.store.num_blocks,
       engine::KvBlocksForBudget(options.kv_cache_memory_bytes, options.memory_utilization,
                                 per_block, weight_bytes, one_seq));
   KVF_ASSIGN_OR_RETURN(impl->kv, kvstore::PagedKvCache::Create(kc));
-  KVF_LOG_INFO(
-      "KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)", (long long)kc.store.num_blocks,
-      kc.store.block_tokens, (long long)(kc.store.num_blocks * kc.store.block_tokens),
-      base::HumanBytes(impl->kv->store().total_bytes()).c_str(), options.kv_f16 ? "f16" : "f32");
+  KVF_LOG_INFO("%s", engine::DescribeKvCache(*impl->kv).c_str());
   impl->pool = std::make_unique<kernels::ThreadPool>(options.threads);
 
   ModelInfo& i = impl->info;
@@ -146,7 +139,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   i.tokenizer_model = impl->tok->vocab().model;
   i.bos = impl->tok->bos();
   i.eos = impl->tok->eos();
-  i.kv_bytes_per_token = static_cast<uint64_t>(c.KvBytesPerToken(options.kv_f16 ? 2 : 4));
+  i.kv_bytes_per_token = static_cast<uint64_t>(engine::KvBytesPerToken(kc));
+  i.kv_cache_dtype = engine::KvDtypeLabel(kc.store);
   if (const auto* t = impl->model->file().Find("tokenizer.chat_template");
       t && t->type == gguf::ValueType::kString)
     i.chat_template = std::string(t->str);
@@ -176,6 +170,42 @@ Result<std::vector<float>> Engine::LogitsFor(const std::vector<int32_t>& tokens)
   KVF_RETURN_IF_ERROR(impl_->Prefill(tokens, 0, &logits));
   impl_->kv->Free(0);
   return logits;
+}
+
+Result<std::vector<float>> Engine::LogitsAll(const std::vector<int32_t>& tokens,
+                                             const std::vector<int64_t>& steps) {
+  Impl& im = *impl_;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return Status::InvalidArgument("no tokens");
+  if (n > im.max_ctx) return Status::InvalidArgument("more tokens than the context holds");
+  int64_t sum = 0;
+  for (int64_t s : steps) {
+    if (s <= 0) return Status::InvalidArgument("step sizes must be positive");
+    sum += s;
+  }
+  if (sum != n) return Status::InvalidArgument("step sizes must add up to the token count");
+  const int64_t n_vocab = im.model->config().n_vocab;
+  im.kv->Free(0);
+  if (!im.kv->EnsureTokens(0, n)) return Status::ResourceExhausted("KV cache too small");
+  std::vector<float> all(static_cast<size_t>(n * n_vocab)), logits;
+  int64_t pos = 0;
+  Status st;
+  for (int64_t s : steps) {
+    model::Batch batch;
+    batch.tokens.assign(tokens.begin() + pos, tokens.begin() + pos + s);
+    batch.seqs.push_back({0, pos, 0, s, true, true});
+    st = im.model->Forward(batch, *im.kv, im.ws, *im.pool, &logits);
+    if (!st.ok()) break;
+    std::copy(logits.begin(), logits.end(), all.begin() + pos * n_vocab);
+    pos += s;
+  }
+  im.kv->Free(0);
+  if (!st.ok()) return st;
+  return all;
+}
+
+Status Engine::SaveKvScales(const std::string& path) const {
+  return impl_->kv->fp8_scales().Save(path);
 }
 
 Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,

@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "engine/kv_budget.h"
+#include "engine/kv_options.h"
 #include "gguf/gguf_reader.h"
 
 namespace kvforge {
@@ -67,18 +68,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
         StrFormat("without chunked prefill max_num_batched_tokens (%lld) must be at "
                   "least max_model_len (%lld)",
                   (long long)c.max_num_batched_tokens, (long long)e->max_len_));
-  kvstore::PagedKvCacheConfig kc;
-  kc.store.n_layer = static_cast<int32_t>(mc.n_layer);
-  kc.store.n_kv_head = static_cast<int32_t>(mc.n_head_kv);
-  kc.store.head_dim = static_cast<int32_t>(mc.head_dim);
-  kc.store.block_tokens = c.block_size;
-  kc.store.f16 = c.kv_f16;
-  const uint64_t per_block = 2ull * static_cast<uint64_t>(mc.n_layer) *
-                             static_cast<uint64_t>(mc.kv_dim()) * (c.kv_f16 ? 2 : 4) *
-                             static_cast<uint64_t>(c.block_size);
+  KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc,
+                       engine::MakeKvCacheConfig(mc, engine::KvChoiceFrom(c)));
+  KVF_ASSIGN_OR_RETURN(const uint64_t per_block, engine::KvBlockBytes(kc));
   uint64_t weight_bytes = 0;
   for (const auto& t : e->model_->file().tensors()) weight_bytes += t.nbytes;
-  const int64_t blocks_per_ctx = (e->max_len_ + c.block_size - 1) / c.block_size;
+  const int64_t blocks_per_ctx = (e->max_len_ + kc.store.block_tokens - 1) / kc.store.block_tokens;
   // Default pool: a full context for every sequence the scheduler may run, capped at 40% of the
   // memory available at start (minus the weights), and never less than one full context.
   int64_t default_blocks = blocks_per_ctx * c.max_num_seqs;
@@ -120,12 +115,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   KVF_RETURN_IF_ERROR(sc.Validate());
   e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
   e->pool_ = std::make_unique<kernels::ThreadPool>(c.threads);
-  KVF_LOG_INFO("KV cache: %lld blocks x %d tokens = %lld tokens, %s (%s)%s, prefix caching %s",
-               (long long)kc.store.num_blocks, c.block_size,
-               (long long)(kc.store.num_blocks * c.block_size),
-               base::HumanBytes(e->cache_->store().total_bytes()).c_str(), c.kv_f16 ? "f16" : "f32",
+  KVF_LOG_INFO("%s%s, prefix caching %s", engine::DescribeKvCache(*e->cache_).c_str(),
                c.contiguous_kv ? ", contiguous reservation per sequence" : "",
-               kc.prefix_caching ? c.prefix_cache_mode.c_str() : "off");
+               e->cache_->prefix_cache() ? c.prefix_cache_mode.c_str() : "off");
   return e;
 }
 

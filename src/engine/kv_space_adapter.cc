@@ -155,6 +155,8 @@ void EngineKvSpace::Free(int64_t seq) {
 bool EngineKvSpace::Fork(int64_t parent, int64_t child) { return cache_->Fork(parent, child).ok(); }
 
 bool EngineKvSpace::CanSwapOut(int64_t seq) const {
+  // A KIVI window lives outside the blocks and would be lost: such sequences are recomputed.
+  if (cache_->has_sequence_state()) return false;
   const auto* blocks = cache_->Blocks(seq);
   return blocks != nullptr && swap_used_ + static_cast<int64_t>(blocks->size()) <= swap_capacity_;
 }

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kvquant/kv_dtype.h"
+
 namespace kvforge::kernels {
 
 // Weight formats the matmul kernels accept (a subset of tensor::DType, same numeric ids).
@@ -59,21 +61,34 @@ ActFormat ActFormatFor(WType w, int64_t n_tok);  // what matmul_rows expects for
 size_t PreparedRowBytes(WType w, int64_t cols);
 size_t PreparedRowBytes(WType w, int64_t cols, int64_t n_tok);
 
-// A paged view of one layer's K or V cache for one sequence. Token p of the sequence lives at
-//   base + block_table[p / block_tokens] * block_stride + (p % block_tokens) * token_stride
-// and its kv head h at + h * head_stride. Elements are f32 or f16 (is_f16).
+// A paged view of one layer's K or V cache for one sequence. Row r of a block is at
+//   base + block_table[p / block_tokens] * block_stride + r * token_stride
+// and token p lives in row (p % block_tokens) / row_tokens of its block. Rows hold one token
+// (row_tokens 1) encoded as `dtype` (kvquant/row_codec.h: all KV heads, codes then inline
+// scales), except KIVI keys, whose rows hold kvquant::kKiviGroup tokens (kvquant/kivi.h).
+// Kernels dequantize on the fly; for f32/f16/bf16/fp8 head h of a row starts at h * head_stride.
+// KIVI's residual window: positions >= recent_begin are read instead from f16 rows of
+// row_values values at recent + (p - recent_begin) * recent_stride.
 struct KvPageView {
   const uint8_t* base = nullptr;
   const int32_t* block_table = nullptr;
   int32_t block_tokens = 0;
   size_t block_stride = 0;
-  size_t token_stride = 0;
-  size_t head_stride = 0;
-  bool is_f16 = false;
+  size_t token_stride = 0;  // bytes between rows
+  size_t head_stride = 0;   // bytes between heads inside a row (float and fp8 dtypes)
+  kvquant::KvDtype dtype = kvquant::KvDtype::kF32;
+  int32_t head_dim = 0;           // values per KV head
+  int32_t row_values = 0;         // values per token row: n_kv_head x head_dim
+  int32_t row_tokens = 1;         // tokens per row (kKiviGroup for KIVI keys)
+  const float* scales = nullptr;  // fp8: one scale per KV head (nullptr: 1.0)
+  const uint8_t* recent = nullptr;
+  size_t recent_stride = 0;
+  int64_t recent_begin = INT64_MAX;
 
+  // The row holding token p (for row_tokens > 1 the token is p % row_tokens inside it).
   const uint8_t* Token(int64_t p) const {
     return base + static_cast<size_t>(block_table[p / block_tokens]) * block_stride +
-           static_cast<size_t>(p % block_tokens) * token_stride;
+           static_cast<size_t>((p % block_tokens) / row_tokens) * token_stride;
   }
 };
 

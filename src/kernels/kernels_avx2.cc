@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/avx2_util.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_common.h"
 #include "tensor/dequant.h"
@@ -14,39 +15,6 @@
 
 namespace kvforge::kernels::internal {
 namespace {
-
-inline float HSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  __m128 sh = _mm_movehdup_ps(lo);
-  lo = _mm_add_ps(lo, sh);
-  sh = _mm_movehl_ps(sh, lo);
-  lo = _mm_add_ss(lo, sh);
-  return _mm_cvtss_f32(lo);
-}
-
-// exp(x) for 8 lanes, relative error ~2e-7 over the float range (Cephes-style polynomial).
-inline __m256 Exp256(__m256 x) {
-  const __m256 hi = _mm256_set1_ps(88.3762626647949f);
-  const __m256 lo = _mm256_set1_ps(-87.3365478515625f);
-  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
-  fx = _mm256_floor_ps(fx);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 y = _mm256_set1_ps(1.9875691500E-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
-  const __m256 x2 = _mm256_mul_ps(x, x);
-  y = _mm256_fmadd_ps(y, x2, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-  __m256i n = _mm256_cvttps_epi32(fx);
-  n = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
-}
 
 // Scalar float load that tolerates unaligned pointers (activation rows may be unaligned).
 inline float LoadF(const float* p) {
@@ -700,29 +668,6 @@ inline __m256 LoadKv8(const uint8_t* row, int64_t d, bool is_f16) {
   return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
 }
 
-void SoftmaxAvx2(float* s, int64_t n) {
-  float mx = s[0];
-  for (int64_t p = 1; p < n; ++p) mx = s[p] > mx ? s[p] : mx;
-  const __m256 vmx = _mm256_set1_ps(mx);
-  __m256 vsum = _mm256_setzero_ps();
-  int64_t p = 0;
-  for (; p + 8 <= n; p += 8) {
-    const __m256 e = Exp256(_mm256_sub_ps(_mm256_loadu_ps(s + p), vmx));
-    _mm256_storeu_ps(s + p, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  double sum = HSum(vsum);
-  for (; p < n; ++p) {
-    s[p] = std::exp(s[p] - mx);
-    sum += s[p];
-  }
-  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
-  p = 0;
-  for (; p + 8 <= n; p += 8) _mm256_storeu_ps(s + p, _mm256_mul_ps(_mm256_loadu_ps(s + p), inv));
-  const float finv = static_cast<float>(1.0 / sum);
-  for (; p < n; ++p) s[p] *= finv;
-}
-
 // o[0 .. 8*NREG) = sum_p w[p] * V[p][d0 ..]: the output chunk lives in registers across all
 // positions (walked block by block, no per-position division), each V row chunk is read once.
 template <int NREG>
@@ -738,7 +683,8 @@ void AccumulateV(const KvPageView& v, size_t head_off, int64_t d0, int64_t n_kv,
     for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) {
       const __m256 vw = _mm256_set1_ps(w[p0 + j]);
       for (int r = 0; r < NREG; ++r)
-        acc[r] = _mm256_fmadd_ps(vw, LoadKv8(row, d0 + 8 * r, v.is_f16), acc[r]);
+        acc[r] = _mm256_fmadd_ps(vw, LoadKv8(row, d0 + 8 * r, v.dtype == kvquant::KvDtype::kF16),
+                                 acc[r]);
     }
   }
   for (int r = 0; r < NREG; ++r) _mm256_storeu_ps(o + d0 + 8 * r, acc[r]);
@@ -783,7 +729,18 @@ inline void Dot4(const float* q, const uint8_t* k0, size_t stride, int64_t hd8, 
   out[3] = HSum(a3);
 }
 
+// f32 / f16 rows without a residual window take the direct path below; every other view is
+// dequantized tile by tile (attention_quant_avx2.cc).
+inline bool PlainFloat(const KvPageView& v) {
+  return (v.dtype == kvquant::KvDtype::kF32 || v.dtype == kvquant::KvDtype::kF16) &&
+         v.recent == nullptr && v.row_tokens == 1;
+}
+
 void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
+  if (!PlainFloat(a.k) || !PlainFloat(a.v))
+    return AttentionQuantAvx2(a, kvh_begin, kvh_end, scratch);
+  const bool k_f16 = a.k.dtype == kvquant::KvDtype::kF16;
+  const bool v_f16 = a.v.dtype == kvquant::KvDtype::kF16;
   const int32_t group = a.n_head / a.n_kv_head;
   const int64_t hd = a.head_dim;
   const int64_t hd8 = hd / 8 * 8;
@@ -803,18 +760,18 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
           float* s = scratch + g * n_kv + p0;
           int64_t j = 0;
           for (; j + 4 <= cnt; j += 4)
-            Dot4(q, kb + j * a.k.token_stride, a.k.token_stride, hd8, a.k.is_f16, s + j);
+            Dot4(q, kb + j * a.k.token_stride, a.k.token_stride, hd8, k_f16, s + j);
           for (; j < cnt; ++j) {
             const uint8_t* krow = kb + j * a.k.token_stride;
             __m256 acc = _mm256_setzero_ps();
             for (int64_t d = 0; d < hd8; d += 8)
-              acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadKv8(krow, d, a.k.is_f16), acc);
+              acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadKv8(krow, d, k_f16), acc);
             s[j] = HSum(acc);
           }
           if (hd8 < hd) {
             for (j = 0; j < cnt; ++j) {
               const uint8_t* krow = kb + j * a.k.token_stride;
-              for (int64_t d = hd8; d < hd; ++d) s[j] += q[d] * KvAt(krow, d, a.k.is_f16);
+              for (int64_t d = hd8; d < hd; ++d) s[j] += q[d] * KvAt(krow, d, k_f16);
             }
           }
           for (j = 0; j < cnt; ++j) s[j] *= a.scale;
@@ -831,8 +788,7 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
                            n_kv, w, o);
         for (int64_t d = hd8; d < hd; ++d) {
           float acc = 0;
-          for (int64_t p = 0; p < n_kv; ++p)
-            acc += w[p] * KvAt(a.v.Token(p) + v_off, d, a.v.is_f16);
+          for (int64_t p = 0; p < n_kv; ++p) acc += w[p] * KvAt(a.v.Token(p) + v_off, d, v_f16);
           o[d] = acc;
         }
       }

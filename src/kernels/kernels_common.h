@@ -31,6 +31,10 @@ struct ActBlockQ8_1 {
 };
 static_assert(sizeof(ActBlockQ8_1) == 36);
 
+// Decodes KV head kvh of token p of a paged view into out[v.head_dim]: the scalar reference for
+// every dtype (residual window included), on which the SIMD tile decoders are tested.
+void DecodeKvHeadRef(const KvPageView& v, int64_t p, int32_t kvh, float* out);
+
 // Reference activation quantizers (the SIMD ones must produce identical bytes): scale
 // d = amax / 127, codes nearbyint(x / d) computed as x * (1 / d).
 // q8_0 blocks (34 bytes per 32 values), the activation format for q8_0/q4_0/q5_0.
@@ -41,5 +45,9 @@ void QuantizeQ8_1Ref(const float* x, uint8_t* dst, int64_t cols);
 void QuantizeQ8_KRef(const float* x, uint8_t* dst, int64_t cols);
 
 extern const KernelTable kAvx2Table;
+// AVX2 attention for views that are not plain f32/f16 (quantized dtypes, a residual window):
+// dequantizes tiles of at most 32 tokens of one KV head into a small buffer
+// (attention_quant_avx2.cc).
+void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);
 
 }  // namespace kvforge::kernels::internal

@@ -5,6 +5,8 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_common.h"
+#include "kvquant/kivi.h"
+#include "kvquant/row_codec.h"
 #include "tensor/dequant.h"
 #include "tensor/quant_blocks.h"
 
@@ -63,12 +65,27 @@ void QuantizeQ8_KRef(const float* x, uint8_t* dst, int64_t cols) {
   }
 }
 
+void DecodeKvHeadRef(const KvPageView& v, int64_t p, int32_t kvh, float* out) {
+  const int64_t begin = static_cast<int64_t>(kvh) * v.head_dim;
+  if (p >= v.recent_begin) {
+    const uint8_t* row = v.recent + static_cast<size_t>(p - v.recent_begin) * v.recent_stride;
+    for (int32_t d = 0; d < v.head_dim; ++d) out[d] = LoadF16(row + 2 * (begin + d));
+    return;
+  }
+  const uint8_t* row = v.Token(p);
+  if (v.row_tokens > 1) {  // KIVI key group row
+    kvquant::KiviDecodeKeyToken(row, (p % v.block_tokens) % v.row_tokens, v.row_values,
+                                kvquant::KiviBits(v.dtype), begin, v.head_dim, out);
+    return;
+  }
+  // fp8 scales are per head; DecodeRowValues indexes them by element / head_dim.
+  kvquant::DecodeRowValues(v.dtype, v.head_dim, v.row_values, row, begin, v.head_dim, out,
+                           v.scales);
+}
+
 }  // namespace internal
 
 namespace {
-
-using internal::KvAt;
-using internal::LoadF16;
 
 void PrepareActRef(WType w, const float* x, void* dst, int64_t cols) {
   auto* out = static_cast<uint8_t*>(dst);
@@ -298,6 +315,7 @@ void SwigluRef(const float* gate, const float* up, float* out, int64_t n) {
 
 void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
   const int32_t group = a.n_head / a.n_kv_head;
+  std::vector<float> kv(static_cast<size_t>(a.head_dim));
   for (int64_t i = 0; i < a.n_q; ++i) {
     const int64_t n_kv = a.pos0 + i + 1;
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
@@ -306,17 +324,17 @@ void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, fl
         const float* q = a.q + i * a.q_stride + static_cast<int64_t>(h) * a.head_dim;
         float* s = scratch;
         for (int64_t p = 0; p < n_kv; ++p) {
-          const uint8_t* krow = a.k.Token(p) + static_cast<size_t>(kvh) * a.k.head_stride;
+          internal::DecodeKvHeadRef(a.k, p, kvh, kv.data());
           float dot = 0;
-          for (int32_t d = 0; d < a.head_dim; ++d) dot += q[d] * KvAt(krow, d, a.k.is_f16);
+          for (int32_t d = 0; d < a.head_dim; ++d) dot += q[d] * kv[d];
           s[p] = dot * a.scale;
         }
         Softmax(s, n_kv);
         float* o = a.out + i * a.out_stride + static_cast<int64_t>(h) * a.head_dim;
         for (int32_t d = 0; d < a.head_dim; ++d) o[d] = 0;
         for (int64_t p = 0; p < n_kv; ++p) {
-          const uint8_t* vrow = a.v.Token(p) + static_cast<size_t>(kvh) * a.v.head_stride;
-          for (int32_t d = 0; d < a.head_dim; ++d) o[d] += s[p] * KvAt(vrow, d, a.v.is_f16);
+          internal::DecodeKvHeadRef(a.v, p, kvh, kv.data());
+          for (int32_t d = 0; d < a.head_dim; ++d) o[d] += s[p] * kv[d];
         }
       }
     }

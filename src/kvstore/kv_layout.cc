@@ -34,33 +34,16 @@ struct Checked {
   }
 };
 
-struct DtypeName {
-  std::string_view name;
-  KvDtype dtype;
-};
-
-constexpr DtypeName kDtypeNames[] = {
-    {"f32", KvDtype::kF32},          {"f16", KvDtype::kF16},          {"bf16", KvDtype::kBf16},
-    {"fp8_e4m3", KvDtype::kFp8E4M3}, {"fp8_e5m2", KvDtype::kFp8E5M2}, {"int8", KvDtype::kInt8},
-    {"q8_0", KvDtype::kQ8_0},        {"q4_0", KvDtype::kQ4_0},        {"kivi2", KvDtype::kKivi2},
-    {"kivi4", KvDtype::kKivi4},
-};
-
-constexpr DtypeName kDtypeAliases[] = {
-    {"fp32", KvDtype::kF32},    {"float32", KvDtype::kF32},  {"fp16", KvDtype::kF16},
-    {"half", KvDtype::kF16},    {"float16", KvDtype::kF16},  {"bfloat16", KvDtype::kBf16},
-    {"fp8", KvDtype::kFp8E4M3}, {"e4m3", KvDtype::kFp8E4M3}, {"e5m2", KvDtype::kFp8E5M2},
-};
-
-int64_t KiviBits(KvDtype dtype) { return dtype == KvDtype::kKivi2 ? 2 : 4; }
-
 Status Invalid(const std::string& msg) { return Status::InvalidArgument("kv layout: " + msg); }
 
-// Fills the byte fields of `s` for the config's dtype. `dim` is the per-head width.
+// Fills the byte fields of `s` for its dtype. `dim` is the per-head width; with
+// groups_along_row the whole row width is what must hold whole groups.
 Status SizeStream(const KvLayoutConfig& cfg, int64_t dim, KvStream* s, Checked* c) {
   const int64_t v = s->values_per_token;
+  const KvDtype dtype = s->dtype;
+  if (cfg.groups_along_row) dim = v;
   s->row_tokens = 1;
-  switch (cfg.dtype) {
+  switch (dtype) {
     case KvDtype::kF32:
       s->row_code_bytes = c->Mul(v, kF32Bytes);
       break;
@@ -84,17 +67,17 @@ Status SizeStream(const KvLayoutConfig& cfg, int64_t dim, KvStream* s, Checked* 
       if (dim % kQuantBlockValues != 0) {
         return Invalid(base::StrFormat(
             "%s packs 32 values per block, so the %s width (%lld) must be a multiple of 32",
-            std::string(KvDtypeName(cfg.dtype)).c_str(),
+            std::string(KvDtypeName(dtype)).c_str(),
             s->kind == KvStreamKind::kLatent ? "latent" : "head", static_cast<long long>(dim)));
       }
       const int64_t blocks = v / kQuantBlockValues;
-      s->row_code_bytes = cfg.dtype == KvDtype::kQ8_0 ? v : v / 2;
+      s->row_code_bytes = dtype == KvDtype::kQ8_0 ? v : v / 2;
       s->row_scale_bytes = c->Mul(blocks, kF16Bytes);
       break;
     }
     case KvDtype::kKivi2:
     case KvDtype::kKivi4: {
-      const int64_t bits = KiviBits(cfg.dtype);
+      const int64_t bits = kvquant::KiviBits(dtype);
       const int64_t g = cfg.kivi_group;
       s->residual_bytes_per_token = c->Mul(v, kF16Bytes);
       if (s->kind == KvStreamKind::kKey) {
@@ -127,39 +110,6 @@ Status SizeStream(const KvLayoutConfig& cfg, int64_t dim, KvStream* s, Checked* 
 
 }  // namespace
 
-std::string_view KvDtypeName(KvDtype dtype) {
-  for (const auto& entry : kDtypeNames) {
-    if (entry.dtype == dtype) return entry.name;
-  }
-  return "unknown";
-}
-
-Result<KvDtype> ParseKvDtype(std::string_view text) {
-  std::string lower(text);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  for (const auto& entry : kDtypeNames) {
-    if (entry.name == lower) return entry.dtype;
-  }
-  for (const auto& entry : kDtypeAliases) {
-    if (entry.name == lower) return entry.dtype;
-  }
-  return Status::InvalidArgument("unknown KV dtype '" + std::string(text) + "' (choose from " +
-                                 KvDtypeChoices() + ")");
-}
-
-std::string KvDtypeChoices() {
-  std::string out;
-  for (const auto& entry : kDtypeNames) {
-    if (!out.empty()) out += "|";
-    out += entry.name;
-  }
-  return out + " (fp8 = fp8_e4m3)";
-}
-
-bool IsKivi(KvDtype dtype) { return dtype == KvDtype::kKivi2 || dtype == KvDtype::kKivi4; }
-bool IsFp8(KvDtype dtype) { return dtype == KvDtype::kFp8E4M3 || dtype == KvDtype::kFp8E5M2; }
-
 std::string_view KvStreamName(KvStreamKind kind) {
   switch (kind) {
     case KvStreamKind::kKey:
@@ -187,10 +137,13 @@ Result<KvLayout> KvLayout::Create(const KvLayoutConfig& config) {
     return Invalid(base::StrFormat("row_align_bytes must be a power of two in [1, 4096], got %lld",
                                    static_cast<long long>(cfg.row_align_bytes)));
   }
-  if (cfg.dtype == KvDtype::kInt8 && cfg.int8_scale_bytes != 2 && cfg.int8_scale_bytes != 4) {
+  const KvDtype k_dtype = cfg.dtype;
+  const KvDtype v_dtype = cfg.value_dtype.value_or(cfg.dtype);
+  if ((k_dtype == KvDtype::kInt8 || v_dtype == KvDtype::kInt8) && cfg.int8_scale_bytes != 2 &&
+      cfg.int8_scale_bytes != 4) {
     return Invalid("int8_scale_bytes must be 2 (f16) or 4 (f32)");
   }
-  if (IsKivi(cfg.dtype)) {
+  if (IsKivi(k_dtype) || IsKivi(v_dtype)) {
     if (cfg.kivi_group < 1) return Invalid("kivi_group must be >= 1");
     if (cfg.kivi_residual_tokens < cfg.kivi_group ||
         cfg.kivi_residual_tokens % cfg.kivi_group != 0) {
@@ -199,7 +152,7 @@ Result<KvLayout> KvLayout::Create(const KvLayoutConfig& config) {
           static_cast<long long>(cfg.kivi_residual_tokens),
           static_cast<long long>(cfg.kivi_group)));
     }
-    if (cfg.block_tokens % cfg.kivi_group != 0) {
+    if (IsKivi(k_dtype) && cfg.block_tokens % cfg.kivi_group != 0) {
       return Invalid(base::StrFormat(
           "KIVI quantizes keys in groups of %lld tokens, so block_tokens (%lld) must be a multiple",
           static_cast<long long>(cfg.kivi_group), static_cast<long long>(cfg.block_tokens)));
@@ -215,13 +168,14 @@ Result<KvLayout> KvLayout::Create(const KvLayoutConfig& config) {
           "MLA needs kv_lora_rank >= 1 and rope_dim >= 0, got %lld and %lld",
           static_cast<long long>(cfg.mla_kv_lora_rank), static_cast<long long>(cfg.mla_rope_dim)));
     }
-    if (IsKivi(cfg.dtype)) {
+    if (IsKivi(k_dtype) || IsKivi(v_dtype)) {
       return Status::Unimplemented(
           "kv layout: KIVI is defined for separate K and V heads, not for an MLA latent");
     }
     KvStream latent;
     latent.kind = KvStreamKind::kLatent;
     latent.heads = 1;
+    latent.dtype = k_dtype;
     latent.values_per_token = c.Add(cfg.mla_kv_lora_rank, cfg.mla_rope_dim);
     if (c.overflow) return Invalid("MLA latent width overflows int64");
     KVF_RETURN_IF_ERROR(SizeStream(cfg, latent.values_per_token, &latent, &c));
@@ -235,10 +189,12 @@ Result<KvLayout> KvLayout::Create(const KvLayoutConfig& config) {
     }
     KvStream key;
     key.kind = KvStreamKind::kKey;
+    key.dtype = k_dtype;
     key.heads = cfg.num_kv_heads;
     key.values_per_token = c.Mul(cfg.num_kv_heads, cfg.head_dim);
     KvStream value;
     value.kind = KvStreamKind::kValue;
+    value.dtype = v_dtype;
     value.heads = cfg.num_kv_heads;
     value.values_per_token = c.Mul(cfg.num_kv_heads, v_dim);
     if (c.overflow) return Invalid("K/V width overflows int64");
@@ -306,7 +262,7 @@ Result<KvBytes> KvLayout::BytesForTokensSplit(int64_t tokens) const {
   for (const KvStream& s : streams_) {
     int64_t quantized_rows = tokens;  // rows of row_tokens tokens outside the residual
     int64_t residual_tokens = 0;
-    if (IsKivi(config_.dtype)) {
+    if (IsKivi(s.dtype)) {
       if (s.kind == KvStreamKind::kKey) {
         // Keys are quantized R at a time: the last (T mod R) stay in f16.
         residual_tokens = tokens % r;
@@ -340,11 +296,11 @@ Result<int64_t> KvLayout::BytesForTokens(int64_t tokens) const {
 }
 
 int64_t KvLayout::ResidualBytesPerSequence() const {
-  if (!IsKivi(config_.dtype)) return 0;
   const int64_t r = config_.kivi_residual_tokens;
   int64_t per_layer = 0;
   for (const KvStream& s : streams_) {
     // Keys hold at most R - 1 residual tokens (R of them are quantized at once), values R.
+    if (!IsKivi(s.dtype)) continue;
     const int64_t tokens = s.kind == KvStreamKind::kKey ? r - 1 : r;
     per_layer += tokens * s.residual_bytes_per_token;
   }
@@ -387,11 +343,14 @@ std::string KvLayout::Describe() const {
     shape = base::StrFormat("K/V %lld heads x %lld", static_cast<long long>(config_.num_kv_heads),
                             static_cast<long long>(config_.head_dim));
   }
-  return base::StrFormat(
-      "%s %s, %lld layers, %lld B/token, %lld-token blocks of %lld B",
-      std::string(KvDtypeName(config_.dtype)).c_str(), shape.c_str(),
-      static_cast<long long>(config_.num_layers), static_cast<long long>(BytesPerToken()),
-      static_cast<long long>(config_.block_tokens), static_cast<long long>(block_bytes_));
+  std::string dtypes(KvDtypeName(config_.dtype));
+  if (value_dtype() != config_.dtype)
+    dtypes = "K " + dtypes + " / V " + std::string(KvDtypeName(value_dtype()));
+  return base::StrFormat("%s %s, %lld layers, %lld B/token, %lld-token blocks of %lld B",
+                         dtypes.c_str(), shape.c_str(), static_cast<long long>(config_.num_layers),
+                         static_cast<long long>(BytesPerToken()),
+                         static_cast<long long>(config_.block_tokens),
+                         static_cast<long long>(block_bytes_));
 }
 
 }  // namespace kvforge::kvstore

@@ -36,37 +36,23 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kvforge/status.h"
+#include "kvquant/kv_dtype.h"
 
 namespace kvforge::kvstore {
 
-enum class KvDtype : uint8_t {
-  kF32,
-  kF16,
-  kBf16,
-  kFp8E4M3,
-  kFp8E5M2,
-  kInt8,
-  kQ8_0,
-  kQ4_0,
-  kKivi2,
-  kKivi4,
-};
-
-// Canonical name: "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "q8_0", "q4_0",
-// "kivi2", "kivi4".
-std::string_view KvDtypeName(KvDtype dtype);
-// Accepts the canonical names plus the aliases "fp32", "fp16", "half", "bfloat16", "fp8" (=
-// fp8_e4m3), "e4m3", "e5m2"; case-insensitive.
-Result<KvDtype> ParseKvDtype(std::string_view text);
-// "f32|f16|bf16|fp8|..." for usage strings.
-std::string KvDtypeChoices();
-bool IsKivi(KvDtype dtype);
-bool IsFp8(KvDtype dtype);
+// The dtype enum and its names live in kvquant (shared with the codecs and kernels).
+using kvquant::IsFp8;
+using kvquant::IsKivi;
+using kvquant::KvDtype;
+using kvquant::KvDtypeChoices;
+using kvquant::KvDtypeName;
+using kvquant::ParseKvDtype;
 
 enum class Fp8ScaleGranularity : uint8_t { kPerTensor, kPerHead };
 
@@ -83,6 +69,12 @@ struct KvLayoutConfig {
   int64_t mla_rope_dim = 0;
 
   KvDtype dtype = KvDtype::kF16;
+  // V's dtype when it differs from K's (llama.cpp -ctk / -ctv); unset: `dtype` for both.
+  std::optional<KvDtype> value_dtype;
+  // Quantization blocks / groups of 32 values run along the whole token row (all KV heads), as
+  // in llama.cpp, instead of inside each head: shapes with head_dim < 32 (head_dim 8 x 4 heads)
+  // become valid as long as the row width is a multiple of 32.
+  bool groups_along_row = false;
   int64_t block_tokens = 16;     // tokens per physical block (a multiple of kivi_group for KIVI)
   int64_t row_align_bytes = 64;  // power of two; 1 disables padding
   int64_t int8_scale_bytes = 2;  // 2 (f16) or 4 (f32) per token per KV head
@@ -97,6 +89,7 @@ std::string_view KvStreamName(KvStreamKind kind);
 // One stored stream of one layer. A row covers row_tokens tokens (1, or G for KIVI keys).
 struct KvStream {
   KvStreamKind kind = KvStreamKind::kKey;
+  KvDtype dtype = KvDtype::kF16;
   int64_t values_per_token = 0;  // heads x dim, or the latent width
   int64_t heads = 0;             // scale groups for int8 / per-head fp8 (1 for a latent)
   int64_t row_tokens = 1;
@@ -126,6 +119,7 @@ class KvLayout {
 
   const KvLayoutConfig& config() const { return config_; }
   KvDtype dtype() const { return config_.dtype; }
+  KvDtype value_dtype() const { return config_.value_dtype.value_or(config_.dtype); }
   bool is_mla() const { return config_.mla_kv_lora_rank > 0; }
   int64_t num_layers() const { return config_.num_layers; }
   int64_t block_tokens() const { return config_.block_tokens; }

@@ -8,6 +8,19 @@
 
 namespace kvforge::kvstore {
 
+KvLayoutConfig StoreLayoutConfig(const KvStoreConfig& cfg) {
+  KvLayoutConfig lc;
+  lc.num_layers = cfg.n_layer;
+  lc.num_kv_heads = cfg.n_kv_head;
+  lc.head_dim = cfg.head_dim;
+  lc.dtype = cfg.k_dtype;
+  lc.value_dtype = cfg.v_dtype;
+  lc.groups_along_row = true;
+  lc.block_tokens = cfg.block_tokens;
+  lc.row_align_bytes = cfg.row_align_bytes;
+  return lc;
+}
+
 KvStore::~KvStore() { std::free(data_); }
 
 Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& cfg) {
@@ -16,15 +29,24 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& cfg) {
     return Status::InvalidArgument("KV store: every dimension must be positive");
   if (cfg.num_blocks > std::numeric_limits<int32_t>::max())
     return Status::InvalidArgument("KV store: too many blocks");
-  std::unique_ptr<KvStore> s(new KvStore(cfg));
-  s->token_bytes_ = static_cast<size_t>(cfg.n_kv_head) * cfg.head_dim * (cfg.f16 ? 2 : 4);
-  s->block_bytes_ = s->token_bytes_ * static_cast<size_t>(cfg.block_tokens);
-  const long double region = static_cast<long double>(s->block_bytes_) * cfg.num_blocks;
-  const long double total = region * 2 * cfg.n_layer;
-  if (total > static_cast<long double>(std::numeric_limits<int64_t>::max() / 4))
-    return Status::ResourceExhausted("KV store: requested size overflows");
-  s->region_bytes_ = (static_cast<size_t>(region) + 63) / 64 * 64;
-  s->bytes_ = static_cast<uint64_t>(s->region_bytes_) * 2 * static_cast<uint64_t>(cfg.n_layer);
+  KVF_ASSIGN_OR_RETURN(KvLayout layout, KvLayout::Create(StoreLayoutConfig(cfg)));
+  std::unique_ptr<KvStore> s(new KvStore(cfg, std::move(layout)));
+  long double total = 0;
+  size_t offset = 0;
+  for (int k = 0; k < 2; ++k) {
+    const KvStream& st = s->layout_.streams()[static_cast<size_t>(k)];
+    s->row_tokens_[k] = static_cast<int32_t>(st.row_tokens);
+    s->row_stride_[k] = static_cast<size_t>(st.row_stride_bytes);
+    s->piece_bytes_[k] = s->row_stride_[k] * static_cast<size_t>(s->layout_.RowsPerBlock(k));
+    const long double region = static_cast<long double>(s->piece_bytes_[k]) * cfg.num_blocks;
+    total += region * cfg.n_layer;
+    if (total > static_cast<long double>(std::numeric_limits<int64_t>::max() / 4))
+      return Status::ResourceExhausted("KV store: requested size overflows");
+    s->region_bytes_[k] = (static_cast<size_t>(region) + 63) / 64 * 64;
+    s->region_offset_[k] = offset;
+    offset += s->region_bytes_[k] * static_cast<size_t>(cfg.n_layer);
+  }
+  s->bytes_ = offset;
   s->data_ = static_cast<uint8_t*>(std::aligned_alloc(64, s->bytes_));
   if (s->data_ == nullptr)
     return Status::ResourceExhausted("KV store: cannot allocate " + base::HumanBytes(s->bytes_));
@@ -32,14 +54,20 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& cfg) {
 }
 
 kernels::KvPageView KvStore::View(KvKind kind, int32_t layer, const int32_t* table) const {
+  const int k = static_cast<int>(kind);
   kernels::KvPageView v;
   v.base = Row(kind, layer, 0, 0);
   v.block_table = table;
   v.block_tokens = cfg_.block_tokens;
-  v.block_stride = block_bytes_;
-  v.token_stride = token_bytes_;
-  v.head_stride = static_cast<size_t>(cfg_.head_dim) * (cfg_.f16 ? 2 : 4);
-  v.is_f16 = cfg_.f16;
+  v.block_stride = piece_bytes_[k];
+  v.token_stride = row_stride_[k];
+  v.dtype = dtype(kind);
+  v.head_dim = cfg_.head_dim;
+  v.row_values = cfg_.n_kv_head * cfg_.head_dim;
+  v.row_tokens = row_tokens_[k];
+  const KvDtype d = dtype(kind);
+  const size_t elt = d == KvDtype::kF32 ? 4 : (kvquant::IsFloat(d) ? 2 : 1);
+  v.head_stride = static_cast<size_t>(cfg_.head_dim) * elt;
   return v;
 }
 
@@ -47,25 +75,31 @@ void KvStore::CopyBlock(int32_t src, int32_t dst) { CopyBlockPrefix(src, dst, cf
 
 void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens) {
   if (src == dst || n_tokens <= 0) return;
-  const size_t n = static_cast<size_t>(n_tokens) * token_bytes_;
-  for (int kind = 0; kind < 2; ++kind)
+  for (int kind = 0; kind < 2; ++kind) {
+    const int32_t rows = (n_tokens + row_tokens_[kind] - 1) / row_tokens_[kind];
+    const size_t n = static_cast<size_t>(rows) * row_stride_[kind];
     for (int32_t l = 0; l < cfg_.n_layer; ++l)
       std::memcpy(Row(static_cast<KvKind>(kind), l, dst, 0),
                   Row(static_cast<KvKind>(kind), l, src, 0), n);
+  }
 }
 
-// Serialised form (docs/kv_cache.md): [layer][K, V][block_tokens][n_kv_head][head_dim], the
-// order KvLayout describes, so a restore can proceed layer by layer.
+// Serialised form (docs/kv_cache.md): [layer][K, V][rows][row_stride], the order KvLayout
+// describes, so a restore can proceed layer by layer.
 void KvStore::ReadBlock(int32_t block, uint8_t* dst) const {
   for (int32_t l = 0; l < cfg_.n_layer; ++l)
-    for (int kind = 0; kind < 2; ++kind, dst += block_bytes_)
-      std::memcpy(dst, Row(static_cast<KvKind>(kind), l, block, 0), block_bytes_);
+    for (int kind = 0; kind < 2; ++kind) {
+      std::memcpy(dst, Row(static_cast<KvKind>(kind), l, block, 0), piece_bytes_[kind]);
+      dst += piece_bytes_[kind];
+    }
 }
 
 void KvStore::WriteBlock(int32_t block, const uint8_t* src) {
   for (int32_t l = 0; l < cfg_.n_layer; ++l)
-    for (int kind = 0; kind < 2; ++kind, src += block_bytes_)
-      std::memcpy(Row(static_cast<KvKind>(kind), l, block, 0), src, block_bytes_);
+    for (int kind = 0; kind < 2; ++kind) {
+      std::memcpy(Row(static_cast<KvKind>(kind), l, block, 0), src, piece_bytes_[kind]);
+      src += piece_bytes_[kind];
+    }
 }
 
 }  // namespace kvforge::kvstore

@@ -1,6 +1,11 @@
 #include "kvstore/paged_kv_cache.h"
 
+#include <algorithm>
+
 #include "base/check.h"
+#include "base/fp16.h"
+#include "base/strings.h"
+#include "kvquant/kivi.h"
 
 namespace kvforge::kvstore {
 
@@ -13,13 +18,51 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
   mc.block_tokens = cfg.store.block_tokens;
   mc.watermark = 0;
   KVF_ASSIGN_OR_RETURN(kvmeta::BlockManager mgr, kvmeta::BlockManager::Create(mc));
-  std::unique_ptr<PagedKvCache> cache(new PagedKvCache(std::move(mgr), std::move(store)));
-  if (cfg.prefix_caching) {
-    cache->prefix_ = kvmeta::MakePrefixCache(cfg.prefix_mode, &cache->mgr_.mutable_pool());
-    kvmeta::PrefixCache* pc = cache->prefix_.get();
-    cache->mgr_.SetExternalRefs([pc](kvmeta::BlockId b) { return pc->HeldRefs(b); });
+  std::unique_ptr<PagedKvCache> c(new PagedKvCache(std::move(mgr), std::move(store)));
+  const KvStoreConfig& sc = cfg.store;
+  c->kivi_k_ = IsKivi(sc.k_dtype);
+  c->kivi_v_ = IsKivi(sc.v_dtype);
+  c->kivi_eager_ = cfg.kivi_eager;
+  c->kivi_r_ = cfg.kivi_residual_tokens;
+  if (c->kivi_k_ || c->kivi_v_) {
+    const int64_t min_r = cfg.kivi_eager ? 0 : kvquant::kKiviGroup;
+    if (c->kivi_r_ < min_r || c->kivi_r_ % kvquant::kKiviGroup != 0 || c->kivi_r_ > (1 << 20))
+      return Status::InvalidArgument(base::StrFormat(
+          "KIVI residual window must be a multiple of %lld tokens (>= %lld), got %lld",
+          (long long)kvquant::kKiviGroup, (long long)min_r, (long long)c->kivi_r_));
   }
-  return cache;
+  if (!c->kivi_k_) {
+    KVF_ASSIGN_OR_RETURN(c->k_codec_,
+                         kvquant::RowCodec::Create(sc.k_dtype, sc.n_kv_head, sc.head_dim));
+  }
+  // KIVI values use the per-token row codec too (groups of 32 channels).
+  KVF_ASSIGN_OR_RETURN(c->v_codec_,
+                       kvquant::RowCodec::Create(sc.v_dtype, sc.n_kv_head, sc.head_dim));
+  if (cfg.fp8_scales) {
+    if (cfg.fp8_scales->n_layers() != sc.n_layer || cfg.fp8_scales->n_heads() != sc.n_kv_head)
+      return Status::InvalidArgument("FP8 KV scales were made for another model shape");
+    c->scales_ = *cfg.fp8_scales;
+    c->scales_.Freeze();
+  } else {
+    c->scales_ = kvquant::Fp8Scales(sc.n_layer, sc.n_kv_head, cfg.fp8_per_head);
+    c->fp8_calibrate_ = cfg.fp8_calibrate && (IsFp8(sc.k_dtype) || IsFp8(sc.v_dtype));
+    if (!c->fp8_calibrate_) c->scales_.Freeze();
+  }
+  if (cfg.prefix_caching && !c->kivi_k_ && !c->kivi_v_) {
+    c->prefix_ = kvmeta::MakePrefixCache(cfg.prefix_mode, &c->mgr_.mutable_pool());
+    kvmeta::PrefixCache* pc = c->prefix_.get();
+    c->mgr_.SetExternalRefs([pc](kvmeta::BlockId b) { return pc->HeldRefs(b); });
+  }
+  return c;
+}
+
+int64_t PagedKvCache::ResidualBytes() const {
+  int64_t n = 0;
+  for (const auto& [seq, ks] : kivi_) {
+    for (const Window& w : ks.k) n += static_cast<int64_t>(w.rows.size()) * 2;
+    for (const Window& w : ks.v) n += static_cast<int64_t>(w.rows.size()) * 2;
+  }
+  return n;
 }
 
 void PagedKvCache::MakeRoom(int64_t n) {
@@ -86,6 +129,10 @@ bool PagedKvCache::AddSequence(int64_t seq, int64_t n_tokens) {
   if (!r.ok() || !r->ok()) return false;
   Apply(*r);
   Refresh(seq);
+  if (has_sequence_state()) {
+    const auto layers = static_cast<size_t>(store_->config().n_layer);
+    kivi_[seq] = KiviSeq{std::vector<Window>(layers), std::vector<Window>(layers)};
+  }
   return true;
 }
 
@@ -108,10 +155,25 @@ bool PagedKvCache::EnsureTokens(int64_t seq, int64_t total) {
 Status PagedKvCache::Fork(int64_t parent, int64_t child) {
   KVF_RETURN_IF_ERROR(mgr_.Fork(MakeSeqId(parent), MakeSeqId(child)));
   Refresh(child);
+  // Blocks shared by the two hold quantized rows of positions both sequences agree on; a later
+  // flush by either writes identical bytes there (same f16 window content, same codec), so
+  // sharing survives without copy-on-write of flushed groups.
+  if (auto it = kivi_.find(parent); it != kivi_.end()) kivi_[child] = it->second;
   return Status::Ok();
 }
 
 Status PagedKvCache::Truncate(int64_t seq, int64_t n) {
+  if (auto it = kivi_.find(seq); it != kivi_.end()) {
+    if (n < 0 || n > NumTokens(seq))
+      return Status::InvalidArgument(
+          base::StrFormat("cannot truncate to %lld tokens", (long long)n));
+    // Before the blocks past n are released: a cut key group is read back from them.
+    const auto& t = Table(seq);
+    for (int32_t l = 0; l < store_->config().n_layer; ++l) {
+      if (kivi_k_) RollbackKeys(l, t, it->second.k[static_cast<size_t>(l)], n);
+      if (kivi_v_) RollbackValues(it->second.v[static_cast<size_t>(l)], n);
+    }
+  }
   KVF_RETURN_IF_ERROR(mgr_.Truncate(MakeSeqId(seq), n));
   Refresh(seq);
   return Status::Ok();
@@ -121,6 +183,7 @@ void PagedKvCache::Free(int64_t seq) {
   if (prefix_) prefix_->OnRelease(MakeSeqId(seq));
   if (Contains(seq)) (void)mgr_.Free(MakeSeqId(seq));
   tables_.erase(seq);
+  kivi_.erase(seq);
 }
 
 int64_t PagedKvCache::BlocksToGrow(int64_t seq, int64_t total) const {
@@ -156,28 +219,182 @@ Status PagedKvCache::CheckInvariants() const {
   return Status::Ok();
 }
 
-uint8_t* PagedKvCache::KeyRow(int32_t layer, int64_t seq, int64_t pos) {
-  const auto& t = Table(seq);
-  const int32_t bt = block_tokens();
-  KVF_DCHECK(pos >= 0 && pos < NumTokens(seq));
-  return store_->Row(KvKind::kKey, layer, t[static_cast<size_t>(pos / bt)],
-                     static_cast<int32_t>(pos % bt));
+int64_t PagedKvCache::WindowTokens(const Window& w) const {
+  return static_cast<int64_t>(w.rows.size()) /
+         (static_cast<int64_t>(store_->config().n_kv_head) * store_->config().head_dim);
 }
 
-uint8_t* PagedKvCache::ValueRow(int32_t layer, int64_t seq, int64_t pos) {
+void PagedKvCache::Write(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k,
+                         const float* v, int64_t stride) {
   const auto& t = Table(seq);
+  KVF_DCHECK(pos0 >= 0 && n >= 0 && pos0 + n <= NumTokens(seq));
+  if (fp8_calibrate_ && !scales_.calibrated(layer))
+    scales_.Calibrate(layer, k, v, n, store_->config().head_dim, stride);
+  if (kivi_k_) {
+    WriteKiviKeys(layer, seq, pos0, n, k, stride);
+  } else {
+    WriteRows(KvKind::kKey, layer, t, pos0, n, k, stride);
+  }
+  if (kivi_v_) {
+    WriteKiviValues(layer, seq, pos0, n, v, stride);
+  } else {
+    WriteRows(KvKind::kValue, layer, t, pos0, n, v, stride);
+  }
+}
+
+void PagedKvCache::WriteRows(KvKind kind, int32_t layer, const std::vector<int32_t>& table,
+                             int64_t pos0, int64_t n, const float* x, int64_t stride) {
+  const bool key = kind == KvKind::kKey;
+  const kvquant::RowCodec& codec = key ? *k_codec_ : *v_codec_;
+  const float* scales = key ? scales_.key(layer) : scales_.value(layer);
   const int32_t bt = block_tokens();
-  KVF_DCHECK(pos >= 0 && pos < NumTokens(seq));
-  return store_->Row(KvKind::kValue, layer, t[static_cast<size_t>(pos / bt)],
-                     static_cast<int32_t>(pos % bt));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = pos0 + i;
+    codec.Encode(x + i * stride,
+                 store_->SlotRow(kind, layer, table[static_cast<size_t>(p / bt)],
+                                 static_cast<int32_t>(p % bt)),
+                 scales);
+  }
+}
+
+namespace {
+
+void AppendF16(const float* x, int64_t n, int64_t values, int64_t stride,
+               std::vector<uint16_t>* rows) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < values; ++c) rows->push_back(Fp32ToFp16(x[i * stride + c]));
+}
+
+}  // namespace
+
+void PagedKvCache::WriteKiviKeys(int32_t layer, int64_t seq, int64_t pos0, int64_t n,
+                                 const float* k, int64_t stride) {
+  const auto& t = Table(seq);
+  Window& w = kivi_.at(seq).k[static_cast<size_t>(layer)];
+  if (pos0 < w.begin + WindowTokens(w)) RollbackKeys(layer, t, w, pos0);  // rewriting positions
+  KVF_CHECK_MSG(pos0 == w.begin + WindowTokens(w), "KV writes must be contiguous");
+  const int64_t values =
+      static_cast<int64_t>(store_->config().n_kv_head) * store_->config().head_dim;
+  // KIVI's order: a full window is quantized R at a time when the next step starts, so the step
+  // that filled it still attended in full precision.
+  if (!kivi_eager_)
+    while (WindowTokens(w) >= kivi_r_) FlushKeys(layer, t, w, kivi_r_);
+  AppendF16(k, n, values, stride, &w.rows);
+  if (kivi_eager_) {
+    const int64_t unit = std::max(kivi_r_, kvquant::kKiviGroup);
+    while (WindowTokens(w) >= unit) FlushKeys(layer, t, w, unit);
+  }
+}
+
+void PagedKvCache::WriteKiviValues(int32_t layer, int64_t seq, int64_t pos0, int64_t n,
+                                   const float* v, int64_t stride) {
+  const auto& t = Table(seq);
+  Window& w = kivi_.at(seq).v[static_cast<size_t>(layer)];
+  if (pos0 < w.begin + WindowTokens(w)) RollbackValues(w, pos0);
+  KVF_CHECK_MSG(pos0 == w.begin + WindowTokens(w), "KV writes must be contiguous");
+  const int64_t values =
+      static_cast<int64_t>(store_->config().n_kv_head) * store_->config().head_dim;
+  // Values leave the window one token at a time, oldest first, so that a decode step attends to
+  // at most R f16 values (a longer prefill chunk keeps all of its own).
+  if (!kivi_eager_) {
+    const int64_t excess = WindowTokens(w) + n - kivi_r_;
+    if (excess > 0) FlushValues(layer, t, w, std::min(excess, WindowTokens(w)));
+  }
+  AppendF16(v, n, values, stride, &w.rows);
+  if (kivi_eager_ && WindowTokens(w) > kivi_r_) FlushValues(layer, t, w, WindowTokens(w) - kivi_r_);
+}
+
+void PagedKvCache::FlushKeys(int32_t layer, const std::vector<int32_t>& table, Window& w,
+                             int64_t count) {
+  const int64_t values =
+      static_cast<int64_t>(store_->config().n_kv_head) * store_->config().head_dim;
+  const int bits = kvquant::KiviBits(store_->config().k_dtype);
+  const int32_t bt = block_tokens();
+  std::vector<float> group(static_cast<size_t>(kvquant::kKiviGroup * values));
+  for (int64_t g0 = 0; g0 < count; g0 += kvquant::kKiviGroup) {
+    for (size_t i = 0; i < group.size(); ++i)
+      group[i] = Fp16ToFp32(w.rows[static_cast<size_t>(g0 * values) + i]);
+    const int64_t p = w.begin + g0;
+    kvquant::KiviEncodeKeyGroup(
+        group.data(), kvquant::kKiviGroup, values, values, bits,
+        store_->SlotRow(KvKind::kKey, layer, table[static_cast<size_t>(p / bt)],
+                        static_cast<int32_t>(p % bt)));
+  }
+  w.rows.erase(w.rows.begin(), w.rows.begin() + count * values);
+  w.begin += count;
+}
+
+void PagedKvCache::FlushValues(int32_t layer, const std::vector<int32_t>& table, Window& w,
+                               int64_t count) {
+  const int64_t values = v_codec_->values();
+  const int32_t bt = block_tokens();
+  std::vector<float> row(static_cast<size_t>(values));
+  for (int64_t j = 0; j < count; ++j) {
+    for (int64_t c = 0; c < values; ++c)
+      row[static_cast<size_t>(c)] = Fp16ToFp32(w.rows[static_cast<size_t>(j * values + c)]);
+    const int64_t p = w.begin + j;
+    v_codec_->Encode(row.data(),
+                     store_->SlotRow(KvKind::kValue, layer, table[static_cast<size_t>(p / bt)],
+                                     static_cast<int32_t>(p % bt)));
+  }
+  w.rows.erase(w.rows.begin(), w.rows.begin() + count * values);
+  w.begin += count;
+}
+
+void PagedKvCache::RollbackKeys(int32_t layer, const std::vector<int32_t>& table, Window& w,
+                                int64_t n) {
+  const int64_t values =
+      static_cast<int64_t>(store_->config().n_kv_head) * store_->config().head_dim;
+  if (n >= w.begin) {
+    w.rows.resize(static_cast<size_t>(std::min(n - w.begin, WindowTokens(w)) * values));
+    return;
+  }
+  // Keys leave the window in whole units; restore the unit containing n from its groups.
+  const int64_t unit = kivi_eager_ ? std::max(kivi_r_, kvquant::kKiviGroup) : kivi_r_;
+  const int64_t begin = n / unit * unit;
+  const int bits = kvquant::KiviBits(store_->config().k_dtype);
+  const int32_t bt = block_tokens();
+  std::vector<uint16_t> rows;
+  std::vector<float> tok(static_cast<size_t>(values));
+  for (int64_t p = begin; p < n; ++p) {
+    const uint8_t* row = store_->SlotRow(KvKind::kKey, layer, table[static_cast<size_t>(p / bt)],
+                                         static_cast<int32_t>(p % bt));
+    kvquant::KiviDecodeKeyToken(row, p % kvquant::kKiviGroup, values, bits, 0, values, tok.data());
+    for (float x : tok) rows.push_back(Fp32ToFp16(x));
+  }
+  w.begin = begin;
+  w.rows = std::move(rows);
+}
+
+void PagedKvCache::RollbackValues(Window& w, int64_t n) {
+  const int64_t values = v_codec_->values();
+  if (n >= w.begin) {
+    w.rows.resize(static_cast<size_t>(std::min(n - w.begin, WindowTokens(w)) * values));
+  } else {
+    w.begin = n;  // quantized values stay quantized
+    w.rows.clear();
+  }
+}
+
+void PagedKvCache::AttachWindow(const Window& w, kernels::KvPageView* view) const {
+  view->recent = reinterpret_cast<const uint8_t*>(w.rows.data());
+  view->recent_stride =
+      static_cast<size_t>(store_->config().n_kv_head) * store_->config().head_dim * 2;
+  view->recent_begin = w.begin;
 }
 
 kernels::KvPageView PagedKvCache::KeyView(int32_t layer, int64_t seq) const {
-  return store_->View(KvKind::kKey, layer, Table(seq).data());
+  kernels::KvPageView v = store_->View(KvKind::kKey, layer, Table(seq).data());
+  v.scales = scales_.key(layer);
+  if (kivi_k_) AttachWindow(kivi_.at(seq).k[static_cast<size_t>(layer)], &v);
+  return v;
 }
 
 kernels::KvPageView PagedKvCache::ValueView(int32_t layer, int64_t seq) const {
-  return store_->View(KvKind::kValue, layer, Table(seq).data());
+  kernels::KvPageView v = store_->View(KvKind::kValue, layer, Table(seq).data());
+  v.scales = scales_.value(layer);
+  if (kivi_v_) AttachWindow(kivi_.at(seq).v[static_cast<size_t>(layer)], &v);
+  return v;
 }
 
 }  // namespace kvforge::kvstore

@@ -1,5 +1,10 @@
 // kvstore/paged_kv_cache.h — the paged KV cache the engine runs on: kvmeta's BlockManager
-// (which sequence owns which blocks, ref counts, copy-on-write decisions) bound to KvStore's bytes.
+// (which sequence owns which blocks, ref counts, copy-on-write decisions) bound to KvStore's bytes,
+// plus the state a quantized cache keeps outside the blocks (docs/kv_quantization.md):
+//   - FP8 scales per layer (unit, calibrated on the first batch, or loaded);
+//   - KIVI's residual window per sequence and layer: the newest tokens in f16, quantized into the
+//     blocks when they leave the window (keys R at a time in 32-token per-channel groups, values
+//     one token at a time).
 //
 // Every mutation goes through here so that block copies decided by the bookkeeping are applied
 // to the bytes before anyone writes: AppendSlots/Fork/Truncate/Free mirror BlockManager's and
@@ -10,12 +15,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "kvforge/status.h"
 #include "kvmeta/block_manager.h"
 #include "kvmeta/prefix_cache.h"
+#include "kvquant/fp8_scales.h"
+#include "kvquant/row_codec.h"
 #include "kvstore/kv_access.h"
 #include "kvstore/kv_store.h"
 
@@ -23,6 +31,18 @@ namespace kvforge::kvstore {
 
 struct PagedKvCacheConfig {
   KvStoreConfig store;  // admission watermarks are the scheduler's business, not the cache's
+  // FP8 scales: loaded ones win; otherwise calibrate on the first batch, or 1.0.
+  std::optional<kvquant::Fp8Scales> fp8_scales;
+  bool fp8_calibrate = false;
+  bool fp8_per_head = false;
+  // KIVI: R, the residual window (a multiple of 32; KIVI's default 128).
+  int64_t kivi_residual_tokens = 128;
+  // KIVI: quantize what leaves the window BEFORE the step's attention (simulated quantization,
+  // Part E regime (a); R may then be 0) instead of at the next write (KIVI's reference order, so
+  // a prefill chunk attends to itself in full precision).
+  bool kivi_eager = false;
+  // Prefix caching (kvmeta::PrefixCache). Not with KIVI: a KIVI block's rows are final only
+  // below the sequence's residual window, which lives outside the blocks.
   bool prefix_caching = false;
   kvmeta::PrefixCacheMode prefix_mode = kvmeta::PrefixCacheMode::kHash;
 };
@@ -34,6 +54,13 @@ class PagedKvCache final : public KvAccess {
   const kvmeta::BlockManager& manager() const { return mgr_; }
   const KvStore& store() const { return *store_; }
   int32_t block_tokens() const { return store_->config().block_tokens; }
+  const kvquant::Fp8Scales& fp8_scales() const { return scales_; }
+  // True when sequences carry state outside the blocks (a KIVI window), which block swapping
+  // alone would lose.
+  bool has_sequence_state() const { return kivi_k_ || kivi_v_; }
+  int64_t kivi_residual_tokens() const { return kivi_r_; }
+  // f16 bytes currently held in KIVI windows, all sequences.
+  int64_t ResidualBytes() const;
 
   bool Contains(int64_t seq) const { return mgr_.Contains(kvmeta::MakeSeqId(seq)); }
   int64_t NumTokens(int64_t seq) const;
@@ -51,9 +78,10 @@ class PagedKvCache final : public KvAccess {
   bool AppendSlots(int64_t seq, int64_t n);
   // Makes sure `seq` has room for `total` tokens (no-op if it already has).
   bool EnsureTokens(int64_t seq, int64_t total);
-  // `child` shares every block of `parent` (parallel sampling, beams).
+  // `child` shares every block of `parent` (parallel sampling, beams) and copies its window.
   Status Fork(int64_t parent, int64_t child);
-  // Keeps the first n tokens of `seq`.
+  // Keeps the first n tokens of `seq`. With KIVI, keys of a group cut in two are dequantized back
+  // into the window (their requantization later is lossy twice).
   Status Truncate(int64_t seq, int64_t n);
   void Free(int64_t seq);
   // Blocks a new sequence of n tokens takes (appends: BlocksToGrow, which counts spare slots and
@@ -79,13 +107,22 @@ class PagedKvCache final : public KvAccess {
   Status CheckInvariants() const;
 
   // KvAccess.
-  bool is_f16() const override { return store_->config().f16; }
-  uint8_t* KeyRow(int32_t layer, int64_t seq, int64_t pos) override;
-  uint8_t* ValueRow(int32_t layer, int64_t seq, int64_t pos) override;
+  void Write(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k, const float* v,
+             int64_t stride) override;
   kernels::KvPageView KeyView(int32_t layer, int64_t seq) const override;
   kernels::KvPageView ValueView(int32_t layer, int64_t seq) const override;
 
  private:
+  // The f16 window of one stream of one layer: positions begin .. begin + n - 1 (everything
+  // before `begin` is quantized in the blocks).
+  struct Window {
+    int64_t begin = 0;
+    std::vector<uint16_t> rows;
+  };
+  struct KiviSeq {
+    std::vector<Window> k, v;  // per layer
+  };
+
   PagedKvCache(kvmeta::BlockManager mgr, std::unique_ptr<KvStore> store)
       : mgr_(std::move(mgr)), store_(std::move(store)) {}
   void Apply(const kvmeta::WriteOutcome& out);
@@ -93,10 +130,30 @@ class PagedKvCache final : public KvAccess {
   void MakeRoom(int64_t n);
   void Refresh(int64_t seq);
   const std::vector<int32_t>& Table(int64_t seq) const;
+  int64_t WindowTokens(const Window& w) const;
+  void WriteRows(KvKind kind, int32_t layer, const std::vector<int32_t>& table, int64_t pos0,
+                 int64_t n, const float* x, int64_t stride);
+  void WriteKiviKeys(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k,
+                     int64_t stride);
+  void WriteKiviValues(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* v,
+                       int64_t stride);
+  // Quantizes the oldest `count` window tokens into the blocks and drops them from the window.
+  void FlushKeys(int32_t layer, const std::vector<int32_t>& table, Window& w, int64_t count);
+  void FlushValues(int32_t layer, const std::vector<int32_t>& table, Window& w, int64_t count);
+  // Cuts a window back to positions < n (keys: dequantizes a cut group back into the window).
+  void RollbackKeys(int32_t layer, const std::vector<int32_t>& table, Window& w, int64_t n);
+  void RollbackValues(Window& w, int64_t n);
+  void AttachWindow(const Window& w, kernels::KvPageView* view) const;
 
   kvmeta::BlockManager mgr_;
   std::unique_ptr<KvStore> store_;
   std::unordered_map<int64_t, std::vector<int32_t>> tables_;  // dense copies for the kernels
+  std::optional<kvquant::RowCodec> k_codec_, v_codec_;        // per-token rows (not KIVI keys)
+  kvquant::Fp8Scales scales_;
+  bool fp8_calibrate_ = false;
+  bool kivi_k_ = false, kivi_v_ = false, kivi_eager_ = false;
+  int64_t kivi_r_ = 128;
+  std::unordered_map<int64_t, KiviSeq> kivi_;
   std::unique_ptr<kvmeta::PrefixCache> prefix_;  // after mgr_: destroyed before the pool
 };
 

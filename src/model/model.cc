@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "base/fp16.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
@@ -131,7 +130,6 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
       pos[static_cast<size_t>(s.token_begin + i)] = s.pos0 + i;
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  const bool f16 = kv.is_f16();
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
     // Attention block.
@@ -157,26 +155,10 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
                     static_cast<int32_t>(HD), static_cast<int32_t>(c.rope_dim), pos[i],
                     c.rope_freq_base, c.rope_freq_scale, c.rope_neox);
     }
-    // Write this step's K/V rows into the cache.
-    for (const auto& s : batch.seqs) {
-      for (int64_t i = 0; i < s.n_tokens; ++i) {
-        const int64_t t = s.token_begin + i;
-        uint8_t* kd = kv.KeyRow(static_cast<int32_t>(l), s.kv_seq, s.pos0 + i);
-        uint8_t* vd = kv.ValueRow(static_cast<int32_t>(l), s.kv_seq, s.pos0 + i);
-        const float* ks = ws.k.data() + t * KD;
-        const float* vs = ws.v.data() + t * KD;
-        if (f16) {
-          for (int64_t j = 0; j < KD; ++j) {
-            const uint16_t kh = Fp32ToFp16(ks[j]), vh = Fp32ToFp16(vs[j]);
-            std::memcpy(kd + 2 * j, &kh, 2);
-            std::memcpy(vd + 2 * j, &vh, 2);
-          }
-        } else {
-          std::memcpy(kd, ks, static_cast<size_t>(KD) * 4);
-          std::memcpy(vd, vs, static_cast<size_t>(KD) * 4);
-        }
-      }
-    }
+    // Hand this step's K/V rows to the cache, which encodes them with its dtype's codec.
+    for (const auto& s : batch.seqs)
+      kv.Write(static_cast<int32_t>(l), s.kv_seq, s.pos0, s.n_tokens,
+               ws.k.data() + s.token_begin * KD, ws.v.data() + s.token_begin * KD, KD);
     // Attention: tasks are (sequence, kv head, query chunk) so prefill and MQA still split.
     struct Task {
       size_t seq;

@@ -130,6 +130,28 @@ if cmp -s "$TMP/out-off" "$TMP/out-hash" && cmp -s "$TMP/out-off" "$TMP/out-radi
     pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: prompts-file outputs differ with the prefix cache"; fi
 fi
 check "prompts-file bad prefix mode" 2 "$KVF" run --prompts-file "$TMP/prompts.txt" --prefix-cache lru
+# KV-cache dtypes (docs/kv_quantization.md).
+check "run q8_0 kv" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 24 --kv-dtype q8_0
+contains "run q8_0 text" "$TMP/out" "Once upon a time, there was a little girl named Lily."
+contains "run q8_0 log line" "$TMP/err" "KV cache: q8_0, 340 B/token incl. scales"
+check "run split kv dtypes" 0 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype-k kivi4 --kv-dtype-v int8
+contains "run split log line" "$TMP/err" "KV cache: k=kivi4,v=int8"
+check "run bad kv dtype" 1 "$KVF" run --prompt "Hi" --kv-dtype q9_9
+contains "bad kv dtype message" "$TMP/err" "unknown KV dtype 'q9_9'"
+check "ppl q4_0 kv" 0 "$KVF" eval ppl --text "$SHARED/models/tinystories-val-head.txt" --ctx 128 --chunks 2 --kv-dtype q4_0 --json
+check "eval kv json" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --kv-dtype kivi2 --ctx 64 --chunks 2 --kivi-residual 32 --prompts 2 --gen-tokens 8 --json
+contains "eval kv dtype" "$TMP/out" '"kv_dtype":"kivi2","baseline_dtype":"f32","bytes_per_token":120,"baseline_bytes_per_token":1280'
+contains "eval kv regimes" "$TMP/out" '"regimes":{"teacher_forced":{"ppl":'
+contains "eval kv streaming" "$TMP/out" '"streaming":{"ppl":'
+contains "eval kv compress_continue" "$TMP/out" '"compress_continue":{"ppl":'
+contains "eval kv greedy" "$TMP/out" '"greedy_agreement":'
+contains "eval kv progress" "$TMP/err" "eval kv kivi2 ["
+check "eval kv text" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --kv-dtype fp8 --kv-scales calibrate --ctx 64 --chunks 1 --prompts 1 --gen-tokens 8
+contains "eval kv table" "$TMP/out" "compress_continue"
+check "eval kv needs text" 2 "$KVF" eval kv --kv-dtype q8_0
+check "eval kv bad ctx" 2 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --ctx 8
+check "calc kv dtype" 0 "$KVF" calc --preset llama-3-8b --seq-len 1024 --kv-dtype q4_0
+contains "calc q4_0 bits" "$TMP/out" "4.5 bits per stored value"
 
 echo "$pass passed, $fail failed"
 [[ "$fail" == 0 ]]

@@ -264,9 +264,15 @@ TEST(KernelsTest, AttentionOverShuffledPagesMatchesReference) {
       a.n_kv_head = n_kv;
       a.head_dim = hd;
       a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      a.k = {kbuf.data(),  table.data(), block_tokens,
-             block_stride, token_stride, static_cast<size_t>(hd) * elem,
-             f16};
+      a.k.base = kbuf.data();
+      a.k.block_table = table.data();
+      a.k.block_tokens = block_tokens;
+      a.k.block_stride = block_stride;
+      a.k.token_stride = token_stride;
+      a.k.head_stride = static_cast<size_t>(hd) * elem;
+      a.k.dtype = f16 ? kvquant::KvDtype::kF16 : kvquant::KvDtype::kF32;
+      a.k.head_dim = hd;
+      a.k.row_values = n_kv * hd;
       a.v = a.k;
       a.v.base = vbuf.data();
       std::vector<float> want(q.size()), got(q.size()),

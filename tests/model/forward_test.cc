@@ -41,7 +41,7 @@ std::unique_ptr<Run> MakeRun(const std::string& path, int32_t block_tokens, bool
   kc.store.head_dim = static_cast<int32_t>(c.head_dim);
   kc.store.block_tokens = block_tokens;
   kc.store.num_blocks = seqs * ((256 + block_tokens - 1) / block_tokens);
-  kc.store.f16 = f16_kv;
+  kc.store.k_dtype = kc.store.v_dtype = f16_kv ? kvquant::KvDtype::kF16 : kvquant::KvDtype::kF32;
   auto kv = kvstore::PagedKvCache::Create(kc);
   EXPECT_TRUE(kv.ok());
   r->kv = std::move(*kv);

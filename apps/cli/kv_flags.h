@@ -1,0 +1,25 @@
+// kv_flags.h — the KV-cache dtype flags shared by run, serve, bench latency and eval:
+//   --kv-dtype T (vLLM's --kv-cache-dtype), --kv-dtype-k / --kv-dtype-v (llama.cpp -ctk / -ctv),
+//   --kv-scales (FP8: "calibrate" or a scales file), --kv-scales-per-head.
+#pragma once
+
+#include <string>
+
+#include "flags.h"
+#include "kvforge/engine.h"
+#include "kvforge/llm.h"
+
+namespace kvforge::cli {
+
+struct KvFlags {
+  std::string dtype = "auto";
+  std::string k_dtype, v_dtype;
+  std::string scales;
+  bool scales_per_head = false;
+};
+
+void AddKvFlags(FlagParser& p, KvFlags* f);
+void ApplyKvFlags(const KvFlags& f, EngineOptions* o);
+void ApplyKvFlags(const KvFlags& f, LLMConfig* c);
+
+}  // namespace kvforge::cli

@@ -1,0 +1,81 @@
+// Decode attention over a quantized paged KV cache: one query token against `depth` cached tokens
+// of one layer shaped like a 110M llama (12 KV heads x 64), single thread, active kernel table,
+// per KV dtype. Reports the cache bytes read per second (codes + scales; the KIVI f16 window
+// included), which is what KV quantization changes in a decode step.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kvstore/paged_kv_cache.h"
+
+namespace {
+
+using kvforge::kvquant::KvDtype;
+
+void BM_DecodeAttention(benchmark::State& state, KvDtype dtype) {
+  const int32_t heads = 12, dim = 64, values = heads * dim;
+  const int64_t depth = state.range(0);
+  kvforge::kvstore::PagedKvCacheConfig cfg;
+  cfg.store.n_layer = 1;
+  cfg.store.n_kv_head = heads;
+  cfg.store.head_dim = dim;
+  cfg.store.block_tokens = 32;
+  cfg.store.num_blocks = (depth + 31) / 32 + 1;
+  cfg.store.k_dtype = cfg.store.v_dtype = dtype;
+  auto cache = kvforge::kvstore::PagedKvCache::Create(cfg);
+  if (!cache.ok()) {
+    state.SkipWithError(cache.error().message().c_str());
+    return;
+  }
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> k(static_cast<size_t>(depth * values)), v(k.size()),
+      q(static_cast<size_t>(values)), out(q.size()), scratch(static_cast<size_t>(depth));
+  for (auto& x : k) x = nd(rng);
+  for (auto& x : v) x = nd(rng);
+  for (auto& x : q) x = nd(rng);
+  (void)(*cache)->AddSequence(0, depth);
+  // Prefill then one decode-step write, so a KIVI window is in its steady state (<= 128 tokens).
+  (*cache)->Write(0, 0, 0, depth - 1, k.data(), v.data(), values);
+  (*cache)->Write(0, 0, depth - 1, 1, k.data(), v.data(), values);
+  kvforge::kernels::AttentionArgs a;
+  a.q = q.data();
+  a.q_stride = values;
+  a.out = out.data();
+  a.out_stride = values;
+  a.n_q = 1;
+  a.pos0 = depth - 1;
+  a.n_head = heads;
+  a.n_kv_head = heads;
+  a.head_dim = dim;
+  a.scale = 0.125f;
+  a.k = (*cache)->KeyView(0, 0);
+  a.v = (*cache)->ValueView(0, 0);
+  const auto& table = kvforge::kernels::Active();
+  for (auto _ : state) {
+    table.attention(a, 0, heads, scratch.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double bytes = static_cast<double>((*cache)->store().bytes_per_token()) * depth;
+  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+  state.SetLabel(table.name);
+}
+
+#define KV_ATTN(name, dtype) \
+  BENCHMARK_CAPTURE(BM_DecodeAttention, name, dtype)->Arg(512)->Arg(2048)->Arg(8192)
+
+KV_ATTN(f32, KvDtype::kF32);
+KV_ATTN(f16, KvDtype::kF16);
+KV_ATTN(bf16, KvDtype::kBf16);
+KV_ATTN(fp8_e4m3, KvDtype::kFp8E4M3);
+KV_ATTN(fp8_e5m2, KvDtype::kFp8E5M2);
+KV_ATTN(int8, KvDtype::kInt8);
+KV_ATTN(q8_0, KvDtype::kQ8_0);
+KV_ATTN(q4_0, KvDtype::kQ4_0);
+KV_ATTN(kivi4, KvDtype::kKivi4);
+KV_ATTN(kivi2, KvDtype::kKivi2);
+
+}  // namespace

@@ -1,0 +1,133 @@
+#include "engine/kv_options.h"
+
+#include "base/strings.h"
+#include "kvquant/kivi.h"
+
+namespace kvforge::engine {
+
+using kvquant::KvDtype;
+
+namespace {
+
+Result<KvDtype> Resolve(const std::string& text, const KvCacheChoice& c) {
+  if (text.empty() || text == "auto") return c.kv_f16 ? KvDtype::kF16 : KvDtype::kF32;
+  return kvquant::ParseKvDtype(text);
+}
+
+}  // namespace
+
+KvCacheChoice KvChoiceFrom(const EngineOptions& o) {
+  KvCacheChoice c;
+  c.dtype = o.kv_cache_dtype;
+  c.k_dtype = o.kv_cache_dtype_k;
+  c.v_dtype = o.kv_cache_dtype_v;
+  c.kv_f16 = o.kv_f16;
+  c.fp8_scales = o.kv_scales;
+  c.fp8_scales_per_head = o.kv_scales_per_head;
+  c.block_tokens = o.kv_block_tokens;
+  c.kivi_residual = o.kivi_residual_tokens;
+  c.kivi_eager = o.kivi_eager;
+  return c;
+}
+
+KvCacheChoice KvChoiceFrom(const LLMConfig& l) {
+  KvCacheChoice c;
+  c.dtype = l.kv_cache_dtype;
+  c.k_dtype = l.kv_cache_dtype_k;
+  c.v_dtype = l.kv_cache_dtype_v;
+  c.kv_f16 = l.kv_f16;
+  c.fp8_scales = l.kv_scales;
+  c.block_tokens = l.block_size;
+  return c;
+}
+
+Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& mc,
+                                                      const KvCacheChoice& choice) {
+  KVF_ASSIGN_OR_RETURN(KvDtype base, Resolve(choice.dtype, choice));
+  kvstore::PagedKvCacheConfig kc;
+  kvstore::KvStoreConfig& s = kc.store;
+  s.n_layer = static_cast<int32_t>(mc.n_layer);
+  s.n_kv_head = static_cast<int32_t>(mc.n_head_kv);
+  s.head_dim = static_cast<int32_t>(mc.head_dim);
+  s.k_dtype = base;
+  s.v_dtype = base;
+  if (!choice.k_dtype.empty()) {
+    KVF_ASSIGN_OR_RETURN(s.k_dtype, Resolve(choice.k_dtype, choice));
+  }
+  if (!choice.v_dtype.empty()) {
+    KVF_ASSIGN_OR_RETURN(s.v_dtype, Resolve(choice.v_dtype, choice));
+  }
+  s.block_tokens = choice.block_tokens;
+  if (kvquant::IsKivi(s.k_dtype) && s.block_tokens % kvquant::kKiviGroup != 0)
+    s.block_tokens = static_cast<int32_t>((s.block_tokens + kvquant::kKiviGroup - 1) /
+                                          kvquant::kKiviGroup * kvquant::kKiviGroup);
+  kc.kivi_residual_tokens = choice.kivi_residual;
+  kc.kivi_eager = choice.kivi_eager;
+  kc.fp8_per_head = choice.fp8_scales_per_head;
+  const bool fp8 = kvquant::IsFp8(s.k_dtype) || kvquant::IsFp8(s.v_dtype);
+  if (choice.fp8_scales == "calibrate") {
+    kc.fp8_calibrate = true;
+  } else if (!choice.fp8_scales.empty() && choice.fp8_scales != "1" && fp8) {
+    KVF_ASSIGN_OR_RETURN(kvquant::Fp8Scales scales,
+                         kvquant::Fp8Scales::Load(choice.fp8_scales, mc.n_layer, mc.n_head_kv));
+    kc.fp8_scales = std::move(scales);
+  }
+  // Validate the shape now, with a message naming the model's dimensions.
+  Result<kvstore::KvLayout> layout = kvstore::KvLayout::Create(kvstore::StoreLayoutConfig(s));
+  if (!layout.ok())
+    return Status::InvalidArgument(
+        base::StrFormat("KV cache dtype %s does not fit this model (%lld KV heads x %lld): %s",
+                        KvDtypeLabel(s).c_str(), (long long)mc.n_head_kv, (long long)mc.head_dim,
+                        layout.error().message().c_str()));
+  return kc;
+}
+
+Result<uint64_t> KvBlockBytes(const kvstore::PagedKvCacheConfig& kc) {
+  KVF_ASSIGN_OR_RETURN(kvstore::KvLayout layout,
+                       kvstore::KvLayout::Create(kvstore::StoreLayoutConfig(kc.store)));
+  return static_cast<uint64_t>(layout.BlockBytes());
+}
+
+int64_t KvBytesPerToken(const kvstore::PagedKvCacheConfig& kc) {
+  kvstore::KvLayoutConfig lc = kvstore::StoreLayoutConfig(kc.store);
+  lc.block_tokens = kvquant::kKiviGroup;  // any valid block size: the rate does not depend on it
+  Result<kvstore::KvLayout> layout = kvstore::KvLayout::Create(lc);
+  return layout.ok() ? layout->BytesPerToken() : 0;
+}
+
+std::string KvDtypeLabel(const kvstore::KvStoreConfig& sc) {
+  if (sc.k_dtype == sc.v_dtype) return std::string(kvquant::KvDtypeName(sc.k_dtype));
+  return "k=" + std::string(kvquant::KvDtypeName(sc.k_dtype)) +
+         ",v=" + std::string(kvquant::KvDtypeName(sc.v_dtype));
+}
+
+std::string DescribeKvCache(const kvstore::PagedKvCache& cache) {
+  const kvstore::KvStore& st = cache.store();
+  const kvstore::KvStoreConfig& sc = st.config();
+  kvstore::PagedKvCacheConfig kc;
+  kc.store = sc;
+  const int64_t per_token = KvBytesPerToken(kc);
+  kc.store.k_dtype = kc.store.v_dtype = KvDtype::kF16;
+  const int64_t f16_per_token = KvBytesPerToken(kc);
+  std::string extra;
+  if (kvquant::IsFp8(sc.k_dtype) || kvquant::IsFp8(sc.v_dtype))
+    extra += base::StrFormat(
+        ", fp8 scales %s %s", cache.fp8_scales().per_head() ? "per head" : "per tensor",
+        cache.fp8_scales().calibrated(0) ? "fixed" : "calibrated on the first batch");
+  if (cache.has_sequence_state())
+    extra += base::StrFormat(
+        ", KIVI f16 window outside the blocks: up to %lld B per sequence",
+        (long long)(cache.kivi_residual_tokens() * sc.n_layer * sc.n_kv_head * sc.head_dim * 2 *
+                    ((kvquant::IsKivi(sc.k_dtype) ? 1 : 0) +
+                     (kvquant::IsKivi(sc.v_dtype) ? 1 : 0))));
+  return base::StrFormat(
+      "KV cache: %s, %lld B/token incl. scales (f16: %lld B, %.2fx the tokens per byte), stored "
+      "%llu B/token with row padding; %lld blocks x %d tokens = %lld tokens, %s%s",
+      KvDtypeLabel(sc).c_str(), (long long)per_token, (long long)f16_per_token,
+      per_token > 0 ? static_cast<double>(f16_per_token) / static_cast<double>(per_token) : 0.0,
+      (unsigned long long)st.bytes_per_token(), (long long)cache.num_blocks(), sc.block_tokens,
+      (long long)(cache.num_blocks() * sc.block_tokens), base::HumanBytes(st.total_bytes()).c_str(),
+      extra.c_str());
+}
+
+}  // namespace kvforge::engine

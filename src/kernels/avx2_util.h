@@ -1,0 +1,69 @@
+// avx2_util.h — small AVX2/FMA helpers shared by the AVX2 translation units. Include ONLY from
+// files compiled with -mavx2 -mfma -mf16c; everything is static inline so no ISA-specific copy
+// leaks into generic code.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace kvforge::kernels::internal {
+
+static inline float HSum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  __m128 sh = _mm_movehdup_ps(lo);
+  lo = _mm_add_ps(lo, sh);
+  sh = _mm_movehl_ps(sh, lo);
+  lo = _mm_add_ss(lo, sh);
+  return _mm_cvtss_f32(lo);
+}
+
+// exp(x) for 8 lanes, relative error ~2e-7 over the float range (Cephes-style polynomial).
+static inline __m256 Exp256(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f);
+  const __m256 lo = _mm256_set1_ps(-87.3365478515625f);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+  fx = _mm256_floor_ps(fx);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  y = _mm256_fmadd_ps(y, x2, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  __m256i n = _mm256_cvttps_epi32(fx);
+  n = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+}
+
+static inline void SoftmaxAvx2(float* s, int64_t n) {
+  float mx = s[0];
+  for (int64_t p = 1; p < n; ++p) mx = s[p] > mx ? s[p] : mx;
+  const __m256 vmx = _mm256_set1_ps(mx);
+  __m256 vsum = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 8 <= n; p += 8) {
+    const __m256 e = Exp256(_mm256_sub_ps(_mm256_loadu_ps(s + p), vmx));
+    _mm256_storeu_ps(s + p, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  double sum = HSum(vsum);
+  for (; p < n; ++p) {
+    s[p] = std::exp(s[p] - mx);
+    sum += s[p];
+  }
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+  p = 0;
+  for (; p + 8 <= n; p += 8) _mm256_storeu_ps(s + p, _mm256_mul_ps(_mm256_loadu_ps(s + p), inv));
+  const float finv = static_cast<float>(1.0 / sum);
+  for (; p < n; ++p) s[p] *= finv;
+}
+
+}  // namespace kvforge::kernels::internal

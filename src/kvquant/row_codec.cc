@@ -1,0 +1,221 @@
+#include "kvquant/row_codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "base/strings.h"
+#include "kvquant/fp8.h"
+#include "kvquant/kivi.h"
+
+namespace kvforge::kvquant {
+namespace {
+
+constexpr int64_t kBlock = 32;  // ggml QK8_0 / QK4_0, and the KIVI value group
+
+uint16_t LoadU16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+void StoreU16(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
+
+}  // namespace
+
+void QuantizeBlockQ8_0(const float* x, uint8_t* dst) {
+  float amax = 0.0f;
+  for (int64_t j = 0; j < kBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  StoreU16(dst, Fp32ToFp16(d));
+  for (int64_t j = 0; j < kBlock; ++j)
+    dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::round(x[j] * id)));
+}
+
+void QuantizeBlockQ4_0(const float* x, uint8_t* dst) {
+  float amax = 0.0f, m = 0.0f;
+  for (int64_t j = 0; j < kBlock; ++j) {
+    if (amax < std::fabs(x[j])) {  // strict: the first value of largest magnitude wins
+      amax = std::fabs(x[j]);
+      m = x[j];
+    }
+  }
+  const float d = m / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  StoreU16(dst, Fp32ToFp16(d));
+  for (int64_t j = 0; j < kBlock / 2; ++j) {
+    const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+    const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+    dst[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+Result<RowCodec> RowCodec::Create(KvDtype dtype, int64_t n_heads, int64_t head_dim) {
+  if (n_heads < 1 || head_dim < 1 || n_heads > (1 << 20) || head_dim > (1 << 20))
+    return Status::InvalidArgument(base::StrFormat("row codec: bad shape %lld heads x %lld",
+                                                   (long long)n_heads, (long long)head_dim));
+  RowCodec c;
+  c.dtype_ = dtype;
+  c.n_heads_ = n_heads;
+  c.head_dim_ = head_dim;
+  const int64_t v = n_heads * head_dim;
+  const bool blocked = dtype == KvDtype::kQ8_0 || dtype == KvDtype::kQ4_0 || IsKivi(dtype);
+  if (blocked && v % kBlock != 0)
+    return Status::InvalidArgument(base::StrFormat(
+        "%s groups 32 values along a token row, so the row width (%lld) must be a multiple of 32",
+        std::string(KvDtypeName(dtype)).c_str(), (long long)v));
+  switch (dtype) {
+    case KvDtype::kF32:
+      c.row_bytes_ = 4 * v;
+      break;
+    case KvDtype::kF16:
+    case KvDtype::kBf16:
+      c.row_bytes_ = 2 * v;
+      break;
+    case KvDtype::kFp8E4M3:
+    case KvDtype::kFp8E5M2:
+      c.row_bytes_ = v;
+      break;
+    case KvDtype::kInt8:
+      c.row_bytes_ = v + 2 * n_heads;
+      break;
+    case KvDtype::kQ8_0:
+      c.row_bytes_ = v / kBlock * 34;
+      break;
+    case KvDtype::kQ4_0:
+      c.row_bytes_ = v / kBlock * 18;
+      break;
+    case KvDtype::kKivi2:
+    case KvDtype::kKivi4:
+      c.row_bytes_ = v * KiviBits(dtype) / 8 + v / kBlock * 4;
+      break;
+  }
+  return c;
+}
+
+void RowCodec::Encode(const float* x, uint8_t* dst, const float* fp8_scales) const {
+  const int64_t v = values();
+  switch (dtype_) {
+    case KvDtype::kF32:
+      std::memcpy(dst, x, static_cast<size_t>(v) * 4);
+      return;
+    case KvDtype::kF16:
+      for (int64_t i = 0; i < v; ++i) StoreU16(dst + 2 * i, Fp32ToFp16(x[i]));
+      return;
+    case KvDtype::kBf16:
+      for (int64_t i = 0; i < v; ++i) StoreU16(dst + 2 * i, Fp32ToBf16(x[i]));
+      return;
+    case KvDtype::kFp8E4M3:
+    case KvDtype::kFp8E5M2: {
+      const bool e4m3 = dtype_ == KvDtype::kFp8E4M3;
+      for (int64_t h = 0; h < n_heads_; ++h) {
+        const float s = fp8_scales ? fp8_scales[h] : 1.0f;
+        for (int64_t i = h * head_dim_; i < (h + 1) * head_dim_; ++i)
+          dst[i] = e4m3 ? FloatToE4M3(x[i] / s) : FloatToE5M2(x[i] / s);
+      }
+      return;
+    }
+    case KvDtype::kInt8: {
+      for (int64_t h = 0; h < n_heads_; ++h) {
+        const float* xh = x + h * head_dim_;
+        float amax = 0.0f;
+        for (int64_t i = 0; i < head_dim_; ++i) amax = std::max(amax, std::fabs(xh[i]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int64_t i = 0; i < head_dim_; ++i) {
+          const float q = std::clamp(std::round(xh[i] * id), -127.0f, 127.0f);
+          dst[h * head_dim_ + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+        }
+        StoreU16(dst + v + 2 * h, Fp32ToFp16(d));
+      }
+      return;
+    }
+    case KvDtype::kQ8_0:
+      for (int64_t b = 0; b < v / kBlock; ++b) QuantizeBlockQ8_0(x + b * kBlock, dst + b * 34);
+      return;
+    case KvDtype::kQ4_0:
+      for (int64_t b = 0; b < v / kBlock; ++b) QuantizeBlockQ4_0(x + b * kBlock, dst + b * 18);
+      return;
+    case KvDtype::kKivi2:
+    case KvDtype::kKivi4: {
+      const int bits = KiviBits(dtype_);
+      uint8_t* scales = dst + v * bits / 8;
+      uint8_t codes[kBlock];
+      for (int64_t g = 0; g < v / kBlock; ++g) {
+        uint16_t step = 0, zero = 0;
+        KiviQuantizeGroup(x + g * kBlock, kBlock, 1, bits, codes, &step, &zero);
+        PackCodes(codes, kBlock, bits, dst + g * kBlock * bits / 8);
+        StoreU16(scales + 4 * g, step);
+        StoreU16(scales + 4 * g + 2, zero);
+      }
+      return;
+    }
+  }
+}
+
+void RowCodec::Decode(const uint8_t* src, int64_t begin, int64_t count, float* out,
+                      const float* fp8_scales) const {
+  DecodeRowValues(dtype_, head_dim_, values(), src, begin, count, out, fp8_scales);
+}
+
+void DecodeRowValues(KvDtype dtype, int64_t head_dim, int64_t v, const uint8_t* src, int64_t begin,
+                     int64_t count, float* out, const float* fp8_scales) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      std::memcpy(out, src + 4 * begin, static_cast<size_t>(count) * 4);
+      return;
+    case KvDtype::kF16:
+      for (int64_t i = 0; i < count; ++i) out[i] = Fp16ToFp32(LoadU16(src + 2 * (begin + i)));
+      return;
+    case KvDtype::kBf16:
+      for (int64_t i = 0; i < count; ++i) out[i] = Bf16ToFp32(LoadU16(src + 2 * (begin + i)));
+      return;
+    case KvDtype::kFp8E4M3:
+    case KvDtype::kFp8E5M2: {
+      const bool e4m3 = dtype == KvDtype::kFp8E4M3;
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t e = begin + i;
+        const float s = fp8_scales ? fp8_scales[e / head_dim] : 1.0f;
+        out[i] = (e4m3 ? E4M3ToFloat(src[e]) : E5M2ToFloat(src[e])) * s;
+      }
+      return;
+    }
+    case KvDtype::kInt8:
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t e = begin + i;
+        const float d = Fp16ToFp32(LoadU16(src + v + 2 * (e / head_dim)));
+        out[i] = static_cast<float>(static_cast<int8_t>(src[e])) * d;
+      }
+      return;
+    case KvDtype::kQ8_0:
+      for (int64_t i = 0; i < count; ++i) {
+        const uint8_t* blk = src + (begin + i) / kBlock * 34;
+        const int64_t j = (begin + i) % kBlock;
+        out[i] = static_cast<float>(static_cast<int8_t>(blk[2 + j])) * Fp16ToFp32(LoadU16(blk));
+      }
+      return;
+    case KvDtype::kQ4_0:
+      for (int64_t i = 0; i < count; ++i) {
+        const uint8_t* blk = src + (begin + i) / kBlock * 18;
+        const int64_t j = (begin + i) % kBlock;
+        const int nib = j < 16 ? (blk[2 + j] & 0x0F) : (blk[2 + j - 16] >> 4);
+        out[i] = static_cast<float>(nib - 8) * Fp16ToFp32(LoadU16(blk));
+      }
+      return;
+    case KvDtype::kKivi2:
+    case KvDtype::kKivi4: {
+      const int bits = KiviBits(dtype);
+      const uint8_t* scales = src + v * bits / 8;
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t e = begin + i;
+        const uint8_t* gs = scales + 4 * (e / kBlock);
+        out[i] = static_cast<float>(UnpackCode(src, e, bits)) * Fp16ToFp32(LoadU16(gs)) +
+                 Fp16ToFp32(LoadU16(gs + 2));
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace kvforge::kvquant

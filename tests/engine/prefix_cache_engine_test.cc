@@ -171,6 +171,34 @@ TEST(PrefixCacheEngine, ConcurrentSharedPrefixIsComputedOnce) {
   }
 }
 
+TEST(PrefixCacheEngine, QuantizedKvBlocksAreSharedToo) {
+  // One engine has one KV dtype, so cached blocks are always read with the codec that wrote
+  // them. Outputs with caching on equal caching off for per-token quantized dtypes; KIVI keeps
+  // part of each sequence outside its blocks, so the engine turns prefix caching off for it.
+  const Prompts prompts = SharedPrefixPrompts();
+  for (const std::string dtype : {"q8_0", "int8", "fp8_e4m3"}) {
+    SCOPED_TRACE(dtype);
+    LLMConfig off = Base("off");
+    off.kv_cache_dtype = dtype;
+    EngineStats st;
+    int64_t cached = 0;
+    const auto want = RunAll(off, prompts, 2, &st, &cached);
+    for (const std::string mode : {"hash", "radix"}) {
+      LLMConfig on = Base(mode);
+      on.kv_cache_dtype = dtype;
+      const auto got = RunAll(on, prompts, 2, &st, &cached);
+      EXPECT_EQ(got, want) << mode;
+      EXPECT_GT(cached, 0) << mode;
+    }
+  }
+  LLMConfig kivi = Base("hash");
+  kivi.kv_cache_dtype = "kivi4";
+  LLM llm(kivi);
+  ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+  ASSERT_TRUE(llm.generate({prompts[0]}, Greedy(4)).ok());
+  EXPECT_FALSE(llm.stats().prefix_caching);
+}
+
 TEST(PrefixCacheEngine, BadModeIsRejected) {
   LLMConfig c = Base("hash");
   c.prefix_cache_mode = "trie";

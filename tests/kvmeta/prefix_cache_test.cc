@@ -15,24 +15,12 @@
 #include <vector>
 
 #include "kvmeta/block_manager.h"
+#include "support/test_rng.h"
 
 namespace kvforge::kvmeta {
 namespace {
 
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t Uniform(int64_t n) { return static_cast<int64_t>(Next() % static_cast<uint64_t>(n)); }
-
- private:
-  uint64_t state_;
-};
+using ::kvforge::testing::Rng;
 
 uint64_t Fingerprint(const std::vector<int32_t>& t, int64_t p, const std::string& salt) {
   uint64_t h = std::hash<std::string>{}(salt);

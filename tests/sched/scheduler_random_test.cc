@@ -20,28 +20,12 @@
 #include <vector>
 
 #include "sched/sched_harness.h"
+#include "support/test_rng.h"
 
 namespace kvforge::sched::testing {
 namespace {
 
-// splitmix64: tiny, seedable and identical on every platform.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t Range(int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
-  }
-  bool Chance(int percent) { return Range(0, 99) < percent; }
-
- private:
-  uint64_t state_;
-};
+using ::kvforge::testing::Rng;
 
 HarnessConfig RandomConfig(Rng& rng) {
   HarnessConfig c;

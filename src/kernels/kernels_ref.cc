@@ -1,6 +1,7 @@
 // Scalar reference kernels: the oracle every SIMD variant is tested against. Float sums use
 // plain left-to-right accumulation.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -283,12 +284,14 @@ void MatMulRowsRef(WType w, const uint8_t* weights, size_t row_bytes, int64_t co
   const size_t x_row = PreparedRowBytes(w, cols, n_tok);
   if (ActFormatFor(w, n_tok) == ActFormat::kF32 && ActFormatFor(w) != ActFormat::kF32) {
     // Large batch on quantized weights: dequantize each row, then a float dot product.
-    std::vector<float> row(static_cast<size_t>(cols));
+    // Activations may be unaligned: copy each token's floats out once.
+    std::vector<float> row(static_cast<size_t>(cols)), xs(static_cast<size_t>(n_tok * cols));
+    std::memcpy(xs.data(), x, static_cast<size_t>(n_tok) * x_row);
     for (int64_t r = r0; r < r1; ++r) {
       (void)tensor::DequantizeRow(static_cast<tensor::DType>(w),
                                   weights + static_cast<size_t>(r) * row_bytes, row.data(), cols);
       for (int64_t t = 0; t < n_tok; ++t) {
-        const float* xt = reinterpret_cast<const float*>(x + t * x_row);
+        const float* xt = xs.data() + t * cols;
         float sum = 0;
         for (int64_t i = 0; i < cols; ++i) sum += row[static_cast<size_t>(i)] * xt[i];
         y[t * y_stride + r] = sum;

@@ -6,6 +6,7 @@
 
 #include "base/fp16.h"
 #include "base/strings.h"
+#include "tensor/dtype.h"
 #include "tensor/quant_blocks.h"
 
 namespace kvforge::tensor {
@@ -372,22 +373,7 @@ void QuantQ6_K(const float* x, uint8_t* dst, int64_t nb) {
 }  // namespace
 
 bool CanQuantize(DType t) {
-  switch (t) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
+  return IsComputeSupported(t);  // every type the kernels compute with has a quantizer
 }
 
 Status QuantizeRow(DType t, const float* src, void* dst, int64_t n) {

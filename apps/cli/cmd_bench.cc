@@ -144,7 +144,7 @@ int ThroughputMain(const Args& args) {
                      preempt = "recompute", prefix = "hash";
   int64_t num_prompts = 64, input_len = 128, output_len = 128, seed = 1, threads = 0,
           max_num_seqs = 64, max_batched = 2048, block_size = 16, max_len = 0, prefix_len = 400,
-          turns = 4;
+          turns = 4, long_prefill = 0;
   bool json = false, compare = false, no_progress = false, contiguous = false;
   FlagParser p(
       "bench throughput",
@@ -170,6 +170,8 @@ int ThroughputMain(const Args& args) {
   p.AddInt("threads", &threads, "compute threads (0 = cores)");
   p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step");
   p.AddInt("max-num-batched-tokens", &max_batched, "tokens per step");
+  p.AddInt("long-prefill-token-threshold", &long_prefill,
+           "largest prefill chunk per step (0 = the token budget); bounds decode ITL");
   p.AddInt("block-size", &block_size, "KV block tokens");
   p.AddInt("max-model-len", &max_len, "context length (0 = model's, capped at 8192)");
   p.AddString("kv-cache-memory", &kv_mem,
@@ -182,6 +184,7 @@ int ThroughputMain(const Args& args) {
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (num_prompts <= 0 || input_len <= 0 || output_len <= 0 || threads < 0 || max_num_seqs <= 0 ||
       max_batched <= 0 || block_size <= 0 || max_len < 0 || prefix_len <= 0 || turns <= 0 ||
+      long_prefill < 0 ||
       !IsWorkloadKind(workload) || (batching != "static" && batching != "continuous") ||
       (prefix != "off" && prefix != "hash" && prefix != "radix" && prefix != "all") ||
       (compare && prefix == "all")) {
@@ -193,6 +196,7 @@ int ThroughputMain(const Args& args) {
   cfg.threads = static_cast<int>(threads);
   cfg.max_num_seqs = max_num_seqs;
   cfg.max_num_batched_tokens = max_batched;
+  cfg.long_prefill_token_threshold = long_prefill;
   cfg.block_size = static_cast<int32_t>(block_size);
   cfg.max_model_len = max_len;
   cfg.preemption_mode = preempt;

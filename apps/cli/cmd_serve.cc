@@ -37,7 +37,7 @@ int ServeMain(const Args& args) {
                      chat_template_file, served_name, prefix_cache = "hash";
   int64_t port = 8000, max_model_len = 0, max_num_seqs = 64, max_batched = 2048, block_size = 16,
           threads = 0;
-  int64_t max_queue = 128, http_threads = 0;
+  int64_t max_queue = 128, http_threads = 0, long_prefill = 0;
   bool mlock = false;
   uint64_t kv_mem = 0, max_body = 4u << 20;
   FlagParser p(
@@ -59,6 +59,8 @@ int ServeMain(const Args& args) {
   p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step");
   p.AddInt("max-num-batched-tokens", &max_batched, "tokens per forward step");
   p.AddInt("block-size", &block_size, "KV block tokens");
+  p.AddInt("long-prefill-token-threshold", &long_prefill,
+           "largest prefill chunk per step (0: the token budget); bounds streaming ITL");
   p.AddInt("threads", &threads, "compute threads (0: one per core)");
   p.AddString("preemption", &preemption, "recompute | swap");
   p.AddBool("mlock", &mlock, "pin the model's weights in RAM");
@@ -80,6 +82,7 @@ int ServeMain(const Args& args) {
   }
   if (max_num_seqs <= 0 || max_batched <= 0 || block_size <= 0 || threads < 0 ||
       max_model_len < 0 || max_queue < 0 || http_threads < 0 || http_threads > 4096 ||
+      long_prefill < 0 ||
       max_body < 64) {
     std::fprintf(stderr,
                  "kvforge: --max-num-seqs, --max-num-batched-tokens and --block-size must be "
@@ -125,6 +128,7 @@ int ServeMain(const Args& args) {
   cfg.preemption_mode = preemption;
   cfg.scheduling_policy = policy;
   cfg.mlock = mlock;
+  cfg.long_prefill_token_threshold = long_prefill;
   cfg.enable_prefix_caching = prefix_cache != "off";
   if (cfg.enable_prefix_caching) cfg.prefix_cache_mode = prefix_cache;
   ApplyKvFlags(kv, &cfg);

@@ -44,6 +44,9 @@ struct LLMConfig {
   std::string kv_cache_dtype_k, kv_cache_dtype_v;  // separate K / V types; empty: kv_cache_dtype
   std::string kv_scales;                           // FP8 scales: "", "calibrate" or a scales file
   bool chunked_prefill = true;
+  // Caps each prefill chunk (0: only the token budget caps it), so a long prompt joins the running
+  // decodes in slices and their inter-token latency stays bounded (vLLM's flag of the same name).
+  int64_t long_prefill_token_threshold = 0;
   std::string batching = "continuous";        // "continuous" | "static" (baseline, for measurement)
   std::string preemption_mode = "recompute";  // "recompute" | "swap"
   uint64_t swap_space_bytes = 256ull << 20;   // host memory for swapped-out KV blocks

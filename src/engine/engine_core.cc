@@ -108,6 +108,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   sc.max_num_batched_tokens = c.max_num_batched_tokens;
   sc.max_num_seqs = c.max_num_seqs;
   sc.chunked_prefill = c.chunked_prefill;
+  sc.long_prefill_token_threshold = c.long_prefill_token_threshold;
   sc.policy = c.scheduling_policy == "priority" ? sched::Policy::kPriority : sched::Policy::kFcfs;
   sc.preemption_mode = c.preemption_mode == "swap" ? sched::PreemptionMode::kSwap
                                                    : sched::PreemptionMode::kRecompute;

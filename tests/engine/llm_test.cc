@@ -88,6 +88,9 @@ TEST(LLMTest, InvariantUnderChunkingPreemptionAndBatchingMode) {
   c.max_num_batched_tokens = 7;  // prompts split into chunks of <= 7 tokens
   variants.push_back({"chunked prefill", c});
   c = Base();
+  c.long_prefill_token_threshold = 5;  // each prefill chunk <= 5 tokens, budget untouched
+  variants.push_back({"long prefill threshold", c});
+  c = Base();
   c.kv_cache_memory_bytes = 640 * 16 * 12;  // 12 blocks: 6 sequences of ~84 tokens cannot all fit
   variants.push_back({"preemption by recompute", c});
   c.preemption_mode = "swap";

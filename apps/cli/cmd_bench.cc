@@ -184,8 +184,8 @@ int ThroughputMain(const Args& args) {
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (num_prompts <= 0 || input_len <= 0 || output_len <= 0 || threads < 0 || max_num_seqs <= 0 ||
       max_batched <= 0 || block_size <= 0 || max_len < 0 || prefix_len <= 0 || turns <= 0 ||
-      long_prefill < 0 ||
-      !IsWorkloadKind(workload) || (batching != "static" && batching != "continuous") ||
+      long_prefill < 0 || !IsWorkloadKind(workload) ||
+      (batching != "static" && batching != "continuous") ||
       (prefix != "off" && prefix != "hash" && prefix != "radix" && prefix != "all") ||
       (compare && prefix == "all")) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");

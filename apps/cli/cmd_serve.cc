@@ -82,8 +82,7 @@ int ServeMain(const Args& args) {
   }
   if (max_num_seqs <= 0 || max_batched <= 0 || block_size <= 0 || threads < 0 ||
       max_model_len < 0 || max_queue < 0 || http_threads < 0 || http_threads > 4096 ||
-      long_prefill < 0 ||
-      max_body < 64) {
+      long_prefill < 0 || max_body < 64) {
     std::fprintf(stderr,
                  "kvforge: --max-num-seqs, --max-num-batched-tokens and --block-size must be "
                  "positive; --threads, "

@@ -3,8 +3,6 @@
 // Exit codes: 0 rendered; 1 a file could not be read/parsed or the template failed (the template's
 // message goes to stderr); 2 bad flags.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,18 +10,10 @@
 #include "chat/json.h"
 #include "commands.h"
 #include "flags.h"
+#include "read_file.h"
 
 namespace kvforge::cli {
 namespace {
-
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return true;
-}
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "kvforge chat-template: %s\n", message.c_str());

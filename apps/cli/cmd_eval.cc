@@ -1,7 +1,5 @@
 // kvforge eval ppl — perplexity with llama.cpp's llama-perplexity protocol.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "base/strings.h"
@@ -9,6 +7,7 @@
 #include "flags.h"
 #include "kv_flags.h"
 #include "kvforge/engine.h"
+#include "read_file.h"
 
 namespace kvforge::cli {
 namespace {
@@ -37,13 +36,11 @@ int PplMain(const Args& args) {
     std::fprintf(stderr, "kvforge: --ctx must be 8..1048576, --chunks >= -1, --threads >= 0\n");
     return 2;
   }
-  std::ifstream in(text_path, std::ios::binary);
-  if (!in) {
+  std::string text;
+  if (!ReadFile(text_path, &text)) {
     std::fprintf(stderr, "kvforge: cannot read %s\n", text_path.c_str());
     return 1;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
   EngineOptions eo;
   eo.model_path = model;
   eo.threads = static_cast<int>(threads);
@@ -65,7 +62,7 @@ int PplMain(const Args& args) {
       std::printf("[%lld/%lld] %.4f\n", (long long)c, (long long)n, ppl);
     std::fflush(stdout);
   };
-  auto r = (*engine)->Perplexity(ss.str(), po);
+  auto r = (*engine)->Perplexity(text, po);
   if (json) std::fputs("\n", stderr);
   if (!r.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", r.error().message().c_str());

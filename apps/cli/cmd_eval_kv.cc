@@ -1,9 +1,7 @@
 // kvforge eval kv — KV-cache quantization quality (kv-methods.md Part E); see kv_eval.h.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "base/strings.h"
@@ -13,6 +11,7 @@
 #include "kv_eval.h"
 #include "kv_flags.h"
 #include "kvforge/engine.h"
+#include "read_file.h"
 
 namespace kvforge::cli {
 namespace {
@@ -67,13 +66,11 @@ int EvalKvMain(const Args& args) {
                  "--prompt-tokens + --gen-tokens <= ctx\n");
     return 2;
   }
-  std::ifstream in(text_path, std::ios::binary);
-  if (!in) {
+  std::string text;
+  if (!ReadFile(text_path, &text)) {
     std::fprintf(stderr, "kvforge: cannot read %s\n", text_path.c_str());
     return 1;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
 
   EngineOptions eo;
   eo.model_path = model;
@@ -107,7 +104,7 @@ int EvalKvMain(const Args& args) {
   }
   Engine& tf_engine = sim ? *sim : **test;
 
-  auto ids = (*base)->Tokenize(ss.str(), true, false);
+  auto ids = (*base)->Tokenize(text, true, false);
   if (!ids.ok()) return fail(ids.error());
   const std::vector<int32_t>& tokens = *ids;
   const int64_t n_chunks = std::min<int64_t>(chunks, static_cast<int64_t>(tokens.size()) / ctx);

@@ -127,10 +127,8 @@ int64_t EngineKvSpace::BlocksToGrow(int64_t seq, int64_t total_tokens) const {
   if (!cache_->Contains(seq) && prefix_caching()) {
     // A hit shares its full blocks; those the cache counted as free still cost one each.
     const kvmeta::PrefixMatch m = MatchFor(seq, total_tokens);
-    int64_t need = cache_->BlocksForTokens(total_tokens);
-    for (kvmeta::BlockId b : m.full_blocks)
-      if (!cache_->prefix_cache()->CountsAsFree(b)) --need;
-    return need;
+    return cache_->BlocksForTokens(total_tokens) - static_cast<int64_t>(m.full_blocks.size()) +
+           cache_->prefix_cache()->NumCountedAsFree(m.full_blocks);
   }
   if (!cache_->Contains(seq))
     return cache_->BlocksForTokens(std::max(total_tokens, reserve_tokens_));

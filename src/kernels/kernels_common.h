@@ -45,6 +45,9 @@ void QuantizeQ8_1Ref(const float* x, uint8_t* dst, int64_t cols);
 void QuantizeQ8_KRef(const float* x, uint8_t* dst, int64_t cols);
 
 extern const KernelTable kAvx2Table;
+// AVX2 attention for plain f32/f16 views; hands every other view to AttentionQuantAvx2
+// (attention_avx2.cc).
+void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);
 // AVX2 attention for views that are not plain f32/f16 (quantized dtypes, a residual window):
 // dequantizes tiles of at most 32 tokens of one KV head into a small buffer
 // (attention_quant_avx2.cc).

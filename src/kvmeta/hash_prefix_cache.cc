@@ -128,7 +128,10 @@ class HashPrefixCache final : public PrefixCache {
   void OnRelease(SeqId seq) override { progress_.erase(seq); }
 
   int64_t ReclaimableBlocks() const override { return 0; }  // the pool counts them as free
-  bool CountsAsFree(BlockId b) const override { return pool_->State(b) == BlockState::kEvictable; }
+  int64_t NumCountedAsFree(const std::vector<BlockId>& blocks) const override {
+    return std::count_if(blocks.begin(), blocks.end(),
+                         [this](BlockId b) { return pool_->State(b) == BlockState::kEvictable; });
+  }
   int64_t Reclaim(int64_t) override { return 0; }  // Allocate() evicts by itself
   void Clear() override { pool_->EvictAll(); }
 

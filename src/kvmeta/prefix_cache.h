@@ -72,9 +72,9 @@ class PrefixCache {
   // Blocks held only by the cache that eviction could return to the pool now (beyond what
   // BlockPool::num_free_blocks() already counts).
   virtual int64_t ReclaimableBlocks() const = 0;
-  // True when sharing block `b` consumes capacity the caller counted as free (an evictable block
-  // in hash mode, a reclaimable one in radix mode).
-  virtual bool CountsAsFree(BlockId b) const = 0;
+  // How many of `blocks` consume capacity the caller counted as free when shared (evictable
+  // blocks in hash mode, reclaimable ones in radix mode). One pass, however many blocks.
+  virtual int64_t NumCountedAsFree(const std::vector<BlockId>& blocks) const = 0;
   // Evicts until the pool has `want` free blocks or nothing more can go; returns blocks freed.
   virtual int64_t Reclaim(int64_t want) = 0;
   // Forgets every cached entry that no sequence uses (vLLM's reset_prefix_cache).

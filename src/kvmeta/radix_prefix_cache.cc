@@ -139,10 +139,13 @@ class RadixPrefixCache final : public PrefixCache {
     return n;
   }
 
-  bool CountsAsFree(BlockId b) const override {
+  int64_t NumCountedAsFree(const std::vector<BlockId>& blocks) const override {
+    if (blocks.empty()) return 0;
     CountUnlockedRefs();
-    const int32_t c = scratch_[static_cast<size_t>(BlockIndex(b))];
-    return c > 0 && c == pool_->RefCount(b);
+    return std::count_if(blocks.begin(), blocks.end(), [this](BlockId b) {
+      const int32_t c = scratch_[static_cast<size_t>(BlockIndex(b))];
+      return c > 0 && c == pool_->RefCount(b);
+    });
   }
 
   int64_t Reclaim(int64_t want) override {

@@ -1,0 +1,153 @@
+// AVX2 + FMA + F16C paged attention over f32 / f16 KV rows (the dispatch table's attention
+// entry). Views in other dtypes, or with a residual window, go to attention_quant_avx2.cc.
+// Compiled with -mavx2 -mfma -mf16c like every *_avx2.cc file; called only after dispatch.cc
+// checked the CPU.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/avx2_util.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_common.h"
+
+namespace kvforge::kernels::internal {
+namespace {
+
+inline __m256 LoadKv8(const uint8_t* row, int64_t d, bool is_f16) {
+  if (is_f16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d)));
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
+}
+
+// o[0 .. 8*NREG) = sum_p w[p] * V[p][d0 ..]: the output chunk lives in registers across all
+// positions (walked block by block, no per-position division), each V row chunk is read once.
+template <int NREG>
+void AccumulateV(const KvPageView& v, size_t head_off, int64_t d0, int64_t n_kv, const float* w,
+                 float* o) {
+  __m256 acc[NREG];
+  for (int r = 0; r < NREG; ++r) acc[r] = _mm256_setzero_ps();
+  const int64_t bt = v.block_tokens;
+  for (int64_t p0 = 0; p0 < n_kv; p0 += bt) {
+    const uint8_t* row =
+        v.base + static_cast<size_t>(v.block_table[p0 / bt]) * v.block_stride + head_off;
+    const int64_t cnt = std::min<int64_t>(bt, n_kv - p0);
+    for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) {
+      const __m256 vw = _mm256_set1_ps(w[p0 + j]);
+      for (int r = 0; r < NREG; ++r)
+        acc[r] = _mm256_fmadd_ps(vw, LoadKv8(row, d0 + 8 * r, v.dtype == kvquant::KvDtype::kF16),
+                                 acc[r]);
+    }
+  }
+  for (int r = 0; r < NREG; ++r) _mm256_storeu_ps(o + d0 + 8 * r, acc[r]);
+}
+
+void AccumulateVChunk(int nreg, const KvPageView& v, size_t head_off, int64_t d0, int64_t n_kv,
+                      const float* w, float* o) {
+  switch (nreg) {
+    case 1:
+      return AccumulateV<1>(v, head_off, d0, n_kv, w, o);
+    case 2:
+      return AccumulateV<2>(v, head_off, d0, n_kv, w, o);
+    case 3:
+      return AccumulateV<3>(v, head_off, d0, n_kv, w, o);
+    case 4:
+      return AccumulateV<4>(v, head_off, d0, n_kv, w, o);
+    case 5:
+      return AccumulateV<5>(v, head_off, d0, n_kv, w, o);
+    case 6:
+      return AccumulateV<6>(v, head_off, d0, n_kv, w, o);
+    case 7:
+      return AccumulateV<7>(v, head_off, d0, n_kv, w, o);
+    default:
+      return AccumulateV<8>(v, head_off, d0, n_kv, w, o);
+  }
+}
+
+// Dot products of q with the first hd8 elements of 4 K rows at once (independent FMA chains).
+inline void Dot4(const float* q, const uint8_t* k0, size_t stride, int64_t hd8, bool f16,
+                 float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t d = 0; d < hd8; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    a0 = _mm256_fmadd_ps(qv, LoadKv8(k0, d, f16), a0);
+    a1 = _mm256_fmadd_ps(qv, LoadKv8(k0 + stride, d, f16), a1);
+    a2 = _mm256_fmadd_ps(qv, LoadKv8(k0 + 2 * stride, d, f16), a2);
+    a3 = _mm256_fmadd_ps(qv, LoadKv8(k0 + 3 * stride, d, f16), a3);
+  }
+  out[0] = HSum(a0);
+  out[1] = HSum(a1);
+  out[2] = HSum(a2);
+  out[3] = HSum(a3);
+}
+
+// f32 / f16 rows without a residual window take the direct path below; every other view is
+// dequantized tile by tile (attention_quant_avx2.cc).
+inline bool PlainFloat(const KvPageView& v) {
+  return (v.dtype == kvquant::KvDtype::kF32 || v.dtype == kvquant::KvDtype::kF16) &&
+         v.recent == nullptr && v.row_tokens == 1;
+}
+
+}  // namespace
+
+void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
+  if (!PlainFloat(a.k) || !PlainFloat(a.v))
+    return AttentionQuantAvx2(a, kvh_begin, kvh_end, scratch);
+  const bool k_f16 = a.k.dtype == kvquant::KvDtype::kF16;
+  const bool v_f16 = a.v.dtype == kvquant::KvDtype::kF16;
+  const int32_t group = a.n_head / a.n_kv_head;
+  const int64_t hd = a.head_dim;
+  const int64_t hd8 = hd / 8 * 8;
+  const int64_t bt = a.k.block_tokens;
+  for (int64_t i = 0; i < a.n_q; ++i) {
+    const int64_t n_kv = a.pos0 + i + 1;
+    for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
+      const float* q0 = a.q + i * a.q_stride + static_cast<int64_t>(kvh) * group * hd;
+      const size_t k_off = static_cast<size_t>(kvh) * a.k.head_stride;
+      // Scores, block by block; each K row chunk stays in cache for the whole query group.
+      for (int64_t p0 = 0; p0 < n_kv; p0 += bt) {
+        const uint8_t* kb =
+            a.k.base + static_cast<size_t>(a.k.block_table[p0 / bt]) * a.k.block_stride + k_off;
+        const int64_t cnt = std::min<int64_t>(bt, n_kv - p0);
+        for (int32_t g = 0; g < group; ++g) {
+          const float* q = q0 + g * hd;
+          float* s = scratch + g * n_kv + p0;
+          int64_t j = 0;
+          for (; j + 4 <= cnt; j += 4)
+            Dot4(q, kb + j * a.k.token_stride, a.k.token_stride, hd8, k_f16, s + j);
+          for (; j < cnt; ++j) {
+            const uint8_t* krow = kb + j * a.k.token_stride;
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t d = 0; d < hd8; d += 8)
+              acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadKv8(krow, d, k_f16), acc);
+            s[j] = HSum(acc);
+          }
+          if (hd8 < hd) {
+            for (j = 0; j < cnt; ++j) {
+              const uint8_t* krow = kb + j * a.k.token_stride;
+              for (int64_t d = hd8; d < hd; ++d) s[j] += q[d] * KvAt(krow, d, k_f16);
+            }
+          }
+          for (j = 0; j < cnt; ++j) s[j] *= a.scale;
+        }
+      }
+      for (int32_t g = 0; g < group; ++g) SoftmaxAvx2(scratch + g * n_kv, n_kv);
+      float* o0 = a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;
+      const size_t v_off = static_cast<size_t>(kvh) * a.v.head_stride;
+      for (int32_t g = 0; g < group; ++g) {
+        float* o = o0 + g * hd;
+        const float* w = scratch + g * n_kv;
+        for (int64_t d0 = 0; d0 < hd8; d0 += 64)
+          AccumulateVChunk(static_cast<int>(std::min<int64_t>(8, (hd8 - d0) / 8)), a.v, v_off, d0,
+                           n_kv, w, o);
+        for (int64_t d = hd8; d < hd; ++d) {
+          float acc = 0;
+          for (int64_t p = 0; p < n_kv; ++p) acc += w[p] * KvAt(a.v.Token(p) + v_off, d, v_f16);
+          o[d] = acc;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kvforge::kernels::internal

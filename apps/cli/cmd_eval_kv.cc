@@ -32,7 +32,7 @@ bool AnyKivi(const KvFlags& f) {
 }  // namespace
 
 int EvalKvMain(const Args& args) {
-  std::string model, text_path, baseline = "f32";
+  std::string model, text_path, baseline = "f32", save_scales;
   int64_t ctx = 256, chunks = 4, threads = 0, kivi_residual = 128, cont = 0;
   int64_t prompts = 8, prompt_tokens = 16, gen_tokens = 32;
   bool json = false;
@@ -47,6 +47,9 @@ int EvalKvMain(const Args& args) {
   p.AddString("text", &text_path, "UTF-8 text file");
   AddKvFlags(p, &kv);
   p.AddString("baseline-dtype", &baseline, "KV dtype of the reference engine");
+  p.AddString("save-kv-scales", &save_scales,
+              "after the run, write the tested cache's FP8 scales or kvquant3 calibration to "
+              "FILE (with --kv-scales calibrate: fitted on the first chunk), for --kv-scales FILE");
   p.AddInt("ctx", &ctx, "tokens per chunk");
   p.AddInt("chunks", &chunks, "chunks of the text to score");
   p.AddInt("continue-tokens", &cont, "compress_continue: continuation tokens M (0 = ctx/4)");
@@ -161,6 +164,9 @@ int EvalKvMain(const Args& args) {
     bar.Update(++done);
   }
   bar.Finish();
+  if (!save_scales.empty()) {
+    if (Status sv = (*test)->SaveKvScales(save_scales); !sv.ok()) return fail(sv);
+  }
 
   const uint64_t bpt = info.kv_bytes_per_token, base_bpt = (*base)->info().kv_bytes_per_token;
   const double bits = 8.0 * static_cast<double>(bpt) /

@@ -27,7 +27,8 @@ struct EngineOptions {
   std::string kv_cache_dtype = "auto";
   std::string kv_cache_dtype_k, kv_cache_dtype_v;  // separate K / V types; empty: kv_cache_dtype
   // FP8 scales: "" (1.0), "calibrate" (amax of the first batch / 200 for K, / 100 for V, as
-  // vLLM's calculate_kv_scales), or a file written by Engine::SaveKvScales.
+  // vLLM's calculate_kv_scales), or a file written by Engine::SaveKvScales. For kvquant3 the
+  // same field names its calibration file (empty or "calibrate": each layer's first batch).
   std::string kv_scales;
   bool kv_scales_per_head = false;     // one FP8 scale per KV head instead of per tensor
   int64_t kivi_residual_tokens = 128;  // KIVI: newest tokens kept in f16 (a multiple of 32)
@@ -127,7 +128,7 @@ class Engine {
                                        const std::vector<int64_t>& steps);
 
   // Writes the FP8 KV scales in use (after first-batch calibration) to `path`, in the format
-  // EngineOptions::kv_scales loads.
+  // EngineOptions::kv_scales loads; with a kvquant3 K or V cache, its calibration instead.
   Status SaveKvScales(const std::string& path) const;
 
  private:

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "engine/kv_budget.h"
+#include "engine/kv_calibrate.h"
 #include "engine/kv_options.h"
 #include "engine/stop_checker.h"
 #include "gguf/gguf_reader.h"
@@ -112,6 +113,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   KVF_ASSIGN_OR_RETURN(impl->kv, kvstore::PagedKvCache::Create(kc));
   KVF_LOG_INFO("%s", engine::DescribeKvCache(*impl->kv).c_str());
   impl->pool = std::make_unique<kernels::ThreadPool>(options.threads);
+  if (options.kv_scales != "calibrate") {
+    KVF_ASSIGN_OR_RETURN(const int64_t n, engine::CalibrateKvOnText(*impl->model, *impl->tok,
+                                                                      *impl->kv, *impl->pool,
+                                                                      impl->max_ctx));
+    if (n > 0) KVF_LOG_INFO("kvquant3 calibrated on %lld tokens of built-in text", (long long)n);
+  }
 
   ModelInfo& i = impl->info;
   i.architecture = c.arch_name;
@@ -205,6 +212,9 @@ Result<std::vector<float>> Engine::LogitsAll(const std::vector<int32_t>& tokens,
 }
 
 Status Engine::SaveKvScales(const std::string& path) const {
+  const kvstore::KvStoreConfig& sc = impl_->kv->store().config();
+  if (kvquant::IsNuq(sc.k_dtype) || kvquant::IsNuq(sc.v_dtype))
+    return impl_->kv->nuq_calibration().Save(path);
   return impl_->kv->fp8_scales().Save(path);
 }
 

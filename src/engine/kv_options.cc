@@ -2,6 +2,7 @@
 
 #include "base/strings.h"
 #include "kvquant/kivi.h"
+#include "kvquant/nuq_calibration.h"
 
 namespace kvforge::engine {
 
@@ -72,6 +73,23 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
                          kvquant::Fp8Scales::Load(choice.fp8_scales, mc.n_layer, mc.n_head_kv));
     kc.fp8_scales = std::move(scales);
   }
+  // kvquant3: keys are stored before RoPE, so the cache needs the model's rotation; the
+  // calibration comes from a file (the same --kv-scales flag) or from the first batch.
+  kc.rope.rot_dim = static_cast<int32_t>(mc.rope_dim > 0 ? mc.rope_dim : mc.head_dim);
+  kc.rope.freq_base = mc.rope_freq_base;
+  kc.rope.freq_scale = mc.rope_freq_scale;
+  kc.rope.neox = mc.rope_neox;
+  const bool nuq = kvquant::IsNuq(s.k_dtype) || kvquant::IsNuq(s.v_dtype);
+  if (nuq && !choice.fp8_scales.empty() && choice.fp8_scales != "1" &&
+      choice.fp8_scales != "calibrate") {
+    if (fp8)
+      return Status::InvalidArgument(
+          "one --kv-scales file cannot hold both FP8 scales and a kvquant3 calibration");
+    KVF_ASSIGN_OR_RETURN(kvquant::NuqCalibration cal,
+                         kvquant::NuqCalibration::Load(choice.fp8_scales, mc.n_layer,
+                                                       mc.n_head_kv * mc.head_dim));
+    kc.nuq_calibration = std::move(cal);
+  }
   // Validate the shape now, with a message naming the model's dimensions.
   Result<kvstore::KvLayout> layout = kvstore::KvLayout::Create(kvstore::StoreLayoutConfig(s));
   if (!layout.ok())
@@ -114,6 +132,10 @@ std::string DescribeKvCache(const kvstore::PagedKvCache& cache) {
     extra += base::StrFormat(
         ", fp8 scales %s %s", cache.fp8_scales().per_head() ? "per head" : "per tensor",
         cache.fp8_scales().calibrated(0) ? "fixed" : "calibrated on the first batch");
+  if (kvquant::IsNuq(sc.k_dtype) || kvquant::IsNuq(sc.v_dtype))
+    extra += base::StrFormat(", kvquant3 calibration %s",
+                             cache.nuq_calibration().calibrated(0) ? "loaded from a file"
+                                                                   : "fitted on text");
   if (cache.has_sequence_state())
     extra += base::StrFormat(
         ", KIVI f16 window outside the blocks: up to %lld B per sequence",

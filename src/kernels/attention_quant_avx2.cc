@@ -359,6 +359,8 @@ void WithFormat(KvDtype d, Fn&& fn) {
       return fn.template operator()<FmtKiviV<2>>();
     case KvDtype::kKivi4:
       return fn.template operator()<FmtKiviV<4>>();
+    case KvDtype::kKvQuant3:  // never fused (FusedOk)
+      return;
   }
 }
 

@@ -13,6 +13,11 @@
 
 #include "kvquant/kv_dtype.h"
 
+namespace kvforge::kvquant {
+struct NuqLayer;
+class RopeTable;
+}  // namespace kvforge::kvquant
+
 namespace kvforge::kernels {
 
 // Weight formats the matmul kernels accept (a subset of tensor::DType, same numeric ids).
@@ -84,6 +89,11 @@ struct KvPageView {
   const uint8_t* recent = nullptr;
   size_t recent_stride = 0;
   int64_t recent_begin = INT64_MAX;
+  // kvquant3: the layer's calibration, whether rows are K rows (pre-RoPE, rotated to their
+  // position with `rope` after decoding) or V rows.
+  const kvquant::NuqLayer* nuq = nullptr;
+  const kvquant::RopeTable* rope = nullptr;
+  bool nuq_key = false;
 
   // The row holding token p (for row_tokens > 1 the token is p % row_tokens inside it).
   const uint8_t* Token(int64_t p) const {

@@ -17,6 +17,7 @@
 #include "base/fp16.h"
 #include "kernels/kernels.h"
 #include "kvquant/kivi.h"
+#include "kvquant/nuq.h"
 #include "kvquant/row_codec.h"
 
 namespace kvforge::kernels::internal {
@@ -164,6 +165,12 @@ static inline void DecodeTile(const KvPageView& v, int64_t p0, int64_t cnt, int3
     return;
   }
   const uint8_t* row = v.Token(p0);
+  if (kvquant::IsNuq(v.dtype)) {
+    for (int64_t j = 0; j < cnt; ++j, row += v.token_stride)
+      kvquant::NuqDecode(row, v.row_values, v.nuq_key, *v.nuq, static_cast<int64_t>(kvh) * hd, hd,
+                         out + j * hd, v.rope, p0 + j);
+    return;
+  }
   for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) DecodeRowHead(v, row, kvh, out + j * hd);
 }
 
@@ -307,6 +314,8 @@ inline bool FusedOk(const KvPageView& v) {
     case KvDtype::kKivi2:
     case KvDtype::kKivi4:
       return v.head_dim % 32 == 0;
+    case KvDtype::kKvQuant3:  // sparse outliers and (keys) RoPE after decoding: tiles
+      return false;
     default:
       return true;
   }

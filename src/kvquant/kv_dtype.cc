@@ -15,7 +15,7 @@ constexpr DtypeName kDtypeNames[] = {
     {"f32", KvDtype::kF32},          {"f16", KvDtype::kF16},          {"bf16", KvDtype::kBf16},
     {"fp8_e4m3", KvDtype::kFp8E4M3}, {"fp8_e5m2", KvDtype::kFp8E5M2}, {"int8", KvDtype::kInt8},
     {"q8_0", KvDtype::kQ8_0},        {"q4_0", KvDtype::kQ4_0},        {"kivi2", KvDtype::kKivi2},
-    {"kivi4", KvDtype::kKivi4},
+    {"kivi4", KvDtype::kKivi4},      {"kvquant3", KvDtype::kKvQuant3},
 };
 
 constexpr DtypeName kDtypeAliases[] = {
@@ -58,6 +58,7 @@ std::string KvDtypeChoices() {
 
 bool IsKivi(KvDtype dtype) { return dtype == KvDtype::kKivi2 || dtype == KvDtype::kKivi4; }
 bool IsFp8(KvDtype dtype) { return dtype == KvDtype::kFp8E4M3 || dtype == KvDtype::kFp8E5M2; }
+bool IsNuq(KvDtype dtype) { return dtype == KvDtype::kKvQuant3; }
 bool IsFloat(KvDtype dtype) {
   return dtype == KvDtype::kF32 || dtype == KvDtype::kF16 || dtype == KvDtype::kBf16;
 }

@@ -23,10 +23,11 @@ enum class KvDtype : uint8_t {
   kQ4_0,
   kKivi2,
   kKivi4,
+  kKvQuant3,  // KVQuant nuq3 with 1% sparse outliers (nuq.h)
 };
 
 // Canonical name: "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "q8_0", "q4_0",
-// "kivi2", "kivi4".
+// "kivi2", "kivi4", "kvquant3".
 std::string_view KvDtypeName(KvDtype dtype);
 // Accepts the canonical names plus the aliases "fp32", "fp16", "half", "bfloat16", "fp8" (=
 // fp8_e4m3), "e4m3", "e5m2"; case-insensitive.
@@ -35,6 +36,8 @@ Result<KvDtype> ParseKvDtype(std::string_view text);
 std::string KvDtypeChoices();
 bool IsKivi(KvDtype dtype);
 bool IsFp8(KvDtype dtype);
+// kvquant3: rows need the cache's calibration (nuq_calibration.h), keys also RoPE positions.
+bool IsNuq(KvDtype dtype);
 // f32 / f16 / bf16: values stored as plain floats, no scales.
 bool IsFloat(KvDtype dtype);
 // Code bits per value for KIVI (2 or 4); 0 for other dtypes.

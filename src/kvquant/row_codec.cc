@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/check.h"
 #include "base/fp16.h"
 #include "base/strings.h"
 #include "kvquant/fp8.h"
 #include "kvquant/kivi.h"
+#include "kvquant/nuq.h"
 
 namespace kvforge::kvquant {
 namespace {
@@ -51,7 +53,7 @@ void QuantizeBlockQ4_0(const float* x, uint8_t* dst) {
   }
 }
 
-Result<RowCodec> RowCodec::Create(KvDtype dtype, int64_t n_heads, int64_t head_dim) {
+Result<RowCodec> RowCodec::Create(KvDtype dtype, int64_t n_heads, int64_t head_dim, bool key) {
   if (n_heads < 1 || head_dim < 1 || n_heads > (1 << 20) || head_dim > (1 << 20))
     return Status::InvalidArgument(base::StrFormat("row codec: bad shape %lld heads x %lld",
                                                    (long long)n_heads, (long long)head_dim));
@@ -89,6 +91,14 @@ Result<RowCodec> RowCodec::Create(KvDtype dtype, int64_t n_heads, int64_t head_d
     case KvDtype::kKivi2:
     case KvDtype::kKivi4:
       c.row_bytes_ = v * KiviBits(dtype) / 8 + v / kBlock * 4;
+      break;
+    case KvDtype::kKvQuant3:
+      if (v % 8 != 0)
+        return Status::InvalidArgument(base::StrFormat(
+            "kvquant3 packs 8 three-bit codes in 3 bytes, so the row width (%lld) must be a "
+            "multiple of 8",
+            (long long)v));
+      c.row_bytes_ = NuqRowBytes(v, key);
       break;
   }
   return c;
@@ -151,6 +161,9 @@ void RowCodec::Encode(const float* x, uint8_t* dst, const float* fp8_scales) con
       }
       return;
     }
+    case KvDtype::kKvQuant3:
+      KVF_CHECK_MSG(false, "kvquant3 rows need a calibration: encode with NuqEncode*Row");
+      return;
   }
 }
 
@@ -215,6 +228,9 @@ void DecodeRowValues(KvDtype dtype, int64_t head_dim, int64_t v, const uint8_t* 
       }
       return;
     }
+    case KvDtype::kKvQuant3:
+      KVF_CHECK_MSG(false, "kvquant3 rows need a calibration: decode with NuqDecode");
+      return;
   }
 }
 

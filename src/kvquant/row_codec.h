@@ -15,6 +15,10 @@
 //   kivi2, kivi4     the VALUE codec of KIVI: groups of 32 consecutive channels of the row, 2- or
 //                    4-bit min-max codes (kivi.h) packed for the whole row, then (f16 s, f16 mn)
 //                    per group. KIVI keys are grouped over tokens instead (kivi.h).
+//   kvquant3         KVQuant nuq3 rows (nuq.h): 3-bit codes, outlier slots, and for values the
+//                    token's center and radius. Encoding and decoding need the cache's
+//                    calibration, so Encode / Decode / DecodeRowValues refuse this dtype (use
+//                    NuqEncodeKeyRow / NuqEncodeValueRow / NuqDecode).
 // Blocks and groups of 32 run along the whole row, as in llama.cpp, so they may span heads when
 // head_dim < 32; the row width must be a multiple of 32 for q8_0, q4_0 and KIVI.
 // Rounding helpers divide, as the formulas say; encoders take the row's floats and write exactly
@@ -31,7 +35,9 @@ namespace kvforge::kvquant {
 class RowCodec {
  public:
   // InvalidArgument for non-positive shapes or a row width that splits a 32-value block.
-  static Result<RowCodec> Create(KvDtype dtype, int64_t n_heads, int64_t head_dim);
+  // `key`: the row is a K row (kvquant3 sizes K and V rows differently).
+  static Result<RowCodec> Create(KvDtype dtype, int64_t n_heads, int64_t head_dim,
+                                 bool key = false);
 
   KvDtype dtype() const { return dtype_; }
   int64_t n_heads() const { return n_heads_; }

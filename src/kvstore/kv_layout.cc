@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/strings.h"
+#include "kvquant/nuq.h"
 
 namespace kvforge::kvstore {
 namespace {
@@ -102,6 +103,21 @@ Status SizeStream(const KvLayoutConfig& cfg, int64_t dim, KvStream* s, Checked* 
       }
       break;
     }
+    case KvDtype::kKvQuant3: {
+      if (v % 8 != 0) {
+        return Invalid(base::StrFormat(
+            "kvquant3 packs 8 three-bit codes in 3 bytes, so the row width (%lld) must be a "
+            "multiple of 8",
+            static_cast<long long>(v)));
+      }
+      const bool key = s->kind == KvStreamKind::kKey;
+      s->row_code_bytes = kvquant::NuqCodeBytes(v);
+      // Outlier slots (and a value row's center and radius) count as metadata.
+      s->row_scale_bytes = kvquant::NuqScaleBytes(v, key);
+      // Per layer: the f32 lookup table, and for keys an f32 center and radius per channel.
+      s->fixed_bytes = c->Add(kvquant::kNuqLevels * kF32Bytes, key ? c->Mul(v, 2 * kF32Bytes) : 0);
+      break;
+    }
   }
   s->row_bytes = c->Add(s->row_code_bytes, s->row_scale_bytes);
   s->row_stride_bytes = c->AlignUp(s->row_bytes, cfg.row_align_bytes);
@@ -171,6 +187,10 @@ Result<KvLayout> KvLayout::Create(const KvLayoutConfig& config) {
     if (IsKivi(k_dtype) || IsKivi(v_dtype)) {
       return Status::Unimplemented(
           "kv layout: KIVI is defined for separate K and V heads, not for an MLA latent");
+    }
+    if (kvquant::IsNuq(k_dtype) || kvquant::IsNuq(v_dtype)) {
+      return Status::Unimplemented(
+          "kv layout: kvquant3 quantizes pre-RoPE keys and per-token values, not an MLA latent");
     }
     KvStream latent;
     latent.kind = KvStreamKind::kLatent;

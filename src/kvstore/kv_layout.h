@@ -13,6 +13,10 @@
 //   kivi2 / kivi4 (KIVI, arXiv 2402.02750): 2- or 4-bit codes plus an f16 scale and f16 zero
 //     point per group of G = 32 (keys grouped per channel over G tokens, values per token over G
 //     channels), and a residual window of the most recent R = 128 tokens kept in f16.
+//   kvquant3 (KVQuant nuq3-1%, kvquant/nuq.h): 3-bit codes plus fixed outlier slots of 4 B (u16
+//     channel, f16 value; 2% of a key row, 1% of a value row), a value row's f16 center and
+//     radius; per layer (FixedBytes) an f32 8-entry table per stream and the keys' f32
+//     per-channel center and radius.
 //
 // Rows (see docs/kv_cache.md and docs/adr/0002-kv-block-layout.md):
 //   row    = the smallest unit a codec writes on its own: one token (all KV heads, scales inline)

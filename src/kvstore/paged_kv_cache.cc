@@ -32,8 +32,28 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
           (long long)kvquant::kKiviGroup, (long long)min_r, (long long)c->kivi_r_));
   }
   if (!c->kivi_k_) {
-    KVF_ASSIGN_OR_RETURN(c->k_codec_,
-                         kvquant::RowCodec::Create(sc.k_dtype, sc.n_kv_head, sc.head_dim));
+    KVF_ASSIGN_OR_RETURN(c->k_codec_, kvquant::RowCodec::Create(sc.k_dtype, sc.n_kv_head,
+                                                                sc.head_dim, /*key=*/true));
+  }
+  c->nuq_k_ = kvquant::IsNuq(sc.k_dtype);
+  c->nuq_v_ = kvquant::IsNuq(sc.v_dtype);
+  if (c->nuq_k_ || c->nuq_v_) {
+    const int64_t values = static_cast<int64_t>(sc.n_kv_head) * sc.head_dim;
+    if (cfg.nuq_calibration) {
+      if (cfg.nuq_calibration->n_layers() != sc.n_layer ||
+          cfg.nuq_calibration->values() != values)
+        return Status::InvalidArgument("the kvquant calibration was made for another model shape");
+      c->nuq_ = *cfg.nuq_calibration;
+      c->nuq_.Freeze();
+    } else {
+      c->nuq_ = kvquant::NuqCalibration(sc.n_layer, values);
+    }
+    const int32_t rot = cfg.rope.rot_dim > 0 ? cfg.rope.rot_dim : sc.head_dim;
+    if (rot > sc.head_dim || rot % 2 != 0)
+      return Status::InvalidArgument(base::StrFormat(
+          "kvquant3: RoPE width %d must be even and at most head_dim %d", rot, sc.head_dim));
+    c->rope_ = std::make_unique<kvquant::RopeTable>(sc.head_dim, rot, cfg.rope.freq_base,
+                                                    cfg.rope.freq_scale, cfg.rope.neox);
   }
   // KIVI values use the per-token row codec too (groups of 32 channels).
   KVF_ASSIGN_OR_RETURN(c->v_codec_,
@@ -224,16 +244,39 @@ int64_t PagedKvCache::WindowTokens(const Window& w) const {
          (static_cast<int64_t>(store_->config().n_kv_head) * store_->config().head_dim);
 }
 
+const float* PagedKvCache::PreRopeKeys(int64_t pos0, int64_t n, const float* k,
+                                       int64_t* stride) {
+  const KvStoreConfig& sc = store_->config();
+  const int64_t values = static_cast<int64_t>(sc.n_kv_head) * sc.head_dim;
+  rope_->Reserve(pos0 + n);
+  pre_rope_.resize(static_cast<size_t>(n * values));
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = pre_rope_.data() + i * values;
+    std::copy(k + i * *stride, k + i * *stride + values, row);
+    for (int64_t h = 0; h < sc.n_kv_head; ++h) rope_->Apply(row + h * sc.head_dim, pos0 + i, true);
+  }
+  *stride = values;
+  return pre_rope_.data();
+}
+
 void PagedKvCache::Write(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k,
                          const float* v, int64_t stride) {
   const auto& t = Table(seq);
+  int64_t stride_k = stride;
   KVF_DCHECK(pos0 >= 0 && n >= 0 && pos0 + n <= NumTokens(seq));
   if (fp8_calibrate_ && !scales_.calibrated(layer))
     scales_.Calibrate(layer, k, v, n, store_->config().head_dim, stride);
+  if (nuq_k_ || nuq_v_) {
+    if (nuq_k_) k = PreRopeKeys(pos0, n, k, &stride_k);
+    if (!nuq_.calibrated(layer)) {
+      if (nuq_k_) nuq_.Calibrate(layer, k, nullptr, n, stride_k);
+      if (nuq_v_) nuq_.Calibrate(layer, nullptr, v, n, stride);
+    }
+  }
   if (kivi_k_) {
     WriteKiviKeys(layer, seq, pos0, n, k, stride);
   } else {
-    WriteRows(KvKind::kKey, layer, t, pos0, n, k, stride);
+    WriteRows(KvKind::kKey, layer, t, pos0, n, k, stride_k);
   }
   if (kivi_v_) {
     WriteKiviValues(layer, seq, pos0, n, v, stride);
@@ -248,12 +291,18 @@ void PagedKvCache::WriteRows(KvKind kind, int32_t layer, const std::vector<int32
   const kvquant::RowCodec& codec = key ? *k_codec_ : *v_codec_;
   const float* scales = key ? scales_.key(layer) : scales_.value(layer);
   const int32_t bt = block_tokens();
+  const bool nuq = kvquant::IsNuq(codec.dtype());
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = pos0 + i;
-    codec.Encode(x + i * stride,
-                 store_->SlotRow(kind, layer, table[static_cast<size_t>(p / bt)],
-                                 static_cast<int32_t>(p % bt)),
-                 scales);
+    uint8_t* dst = store_->SlotRow(kind, layer, table[static_cast<size_t>(p / bt)],
+                                   static_cast<int32_t>(p % bt));
+    if (!nuq) {
+      codec.Encode(x + i * stride, dst, scales);
+    } else if (key) {
+      kvquant::NuqEncodeKeyRow(x + i * stride, codec.values(), nuq_.key(layer), dst);
+    } else {
+      kvquant::NuqEncodeValueRow(x + i * stride, codec.values(), nuq_.value(layer), dst);
+    }
   }
 }
 
@@ -386,6 +435,11 @@ void PagedKvCache::AttachWindow(const Window& w, kernels::KvPageView* view) cons
 kernels::KvPageView PagedKvCache::KeyView(int32_t layer, int64_t seq) const {
   kernels::KvPageView v = store_->View(KvKind::kKey, layer, Table(seq).data());
   v.scales = scales_.key(layer);
+  if (nuq_k_) {
+    v.nuq = &nuq_.key(layer);
+    v.rope = rope_.get();
+    v.nuq_key = true;
+  }
   if (kivi_k_) AttachWindow(kivi_.at(seq).k[static_cast<size_t>(layer)], &v);
   return v;
 }
@@ -393,6 +447,7 @@ kernels::KvPageView PagedKvCache::KeyView(int32_t layer, int64_t seq) const {
 kernels::KvPageView PagedKvCache::ValueView(int32_t layer, int64_t seq) const {
   kernels::KvPageView v = store_->View(KvKind::kValue, layer, Table(seq).data());
   v.scales = scales_.value(layer);
+  if (nuq_v_) v.nuq = &nuq_.value(layer);
   if (kivi_v_) AttachWindow(kivi_.at(seq).v[static_cast<size_t>(layer)], &v);
   return v;
 }

@@ -2,6 +2,9 @@
 // (which sequence owns which blocks, ref counts, copy-on-write decisions) bound to KvStore's bytes,
 // plus the state a quantized cache keeps outside the blocks (docs/kv_quantization.md):
 //   - FP8 scales per layer (unit, calibrated on the first batch, or loaded);
+//   - kvquant3 constants per layer (calibrated on the first batch, or loaded) and RoPE angles:
+//     keys arrive post-RoPE, are rotated back and stored pre-RoPE (KVQuant), and the views carry
+//     the table that rotates decoded keys to their positions;
 //   - KIVI's residual window per sequence and layer: the newest tokens in f16, quantized into the
 //     blocks when they leave the window (keys R at a time in 32-token per-channel groups, values
 //     one token at a time).
@@ -23,6 +26,8 @@
 #include "kvmeta/block_manager.h"
 #include "kvmeta/prefix_cache.h"
 #include "kvquant/fp8_scales.h"
+#include "kvquant/nuq.h"
+#include "kvquant/nuq_calibration.h"
 #include "kvquant/row_codec.h"
 #include "kvstore/kv_access.h"
 #include "kvstore/kv_store.h"
@@ -35,6 +40,15 @@ struct PagedKvCacheConfig {
   std::optional<kvquant::Fp8Scales> fp8_scales;
   bool fp8_calibrate = false;
   bool fp8_per_head = false;
+  // kvquant3: a loaded calibration wins; otherwise each layer calibrates on its first batch.
+  std::optional<kvquant::NuqCalibration> nuq_calibration;
+  // The model's RoPE, needed by kvquant3 keys (stored before RoPE, rotated after decoding).
+  struct Rope {
+    int32_t rot_dim = 0;  // 0: head_dim
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;
+    bool neox = false;
+  } rope;
   // KIVI: R, the residual window (a multiple of 32; KIVI's default 128).
   int64_t kivi_residual_tokens = 128;
   // KIVI: quantize what leaves the window BEFORE the step's attention (simulated quantization,
@@ -55,6 +69,8 @@ class PagedKvCache final : public KvAccess {
   const KvStore& store() const { return *store_; }
   int32_t block_tokens() const { return store_->config().block_tokens; }
   const kvquant::Fp8Scales& fp8_scales() const { return scales_; }
+  // kvquant3 constants (empty unless K or V is kvquant3).
+  const kvquant::NuqCalibration& nuq_calibration() const { return nuq_; }
   // True when sequences carry state outside the blocks (a KIVI window), which block swapping
   // alone would lose.
   bool has_sequence_state() const { return kivi_k_ || kivi_v_; }
@@ -131,6 +147,9 @@ class PagedKvCache final : public KvAccess {
   void Refresh(int64_t seq);
   const std::vector<int32_t>& Table(int64_t seq) const;
   int64_t WindowTokens(const Window& w) const;
+  // kvquant3: the n post-RoPE key rows rotated back to pre-RoPE (scratch owned by the cache);
+  // *stride becomes the scratch's row stride.
+  const float* PreRopeKeys(int64_t pos0, int64_t n, const float* k, int64_t* stride);
   void WriteRows(KvKind kind, int32_t layer, const std::vector<int32_t>& table, int64_t pos0,
                  int64_t n, const float* x, int64_t stride);
   void WriteKiviKeys(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k,
@@ -154,6 +173,11 @@ class PagedKvCache final : public KvAccess {
   bool kivi_k_ = false, kivi_v_ = false, kivi_eager_ = false;
   int64_t kivi_r_ = 128;
   std::unordered_map<int64_t, KiviSeq> kivi_;
+  // kvquant3: calibration, RoPE angles for keys, and scratch for pre-RoPE key rows.
+  kvquant::NuqCalibration nuq_;
+  bool nuq_k_ = false, nuq_v_ = false;
+  std::unique_ptr<kvquant::RopeTable> rope_;
+  std::vector<float> pre_rope_;
   std::unique_ptr<kvmeta::PrefixCache> prefix_;  // after mgr_: destroyed before the pool
 };
 

@@ -70,10 +70,12 @@ TEST(EngineKvDtypeTest, GreedyGenerationPerDtype) {
   // Near-lossless dtypes keep the f32 continuation; lossy ones must stay sane. This model's keys
   // have outlier channels and its 8-wide heads share 32-value blocks, so per-token 4-bit keys
   // (q4_0) cost a lot (PPL 4.0 -> 14.8; with q4_0 values only: 4.1), which is what KIVI's
-  // per-channel keys are for. Measured ratios: bf16 1.000, q8_0 1.002, fp8_e4m3 1.04, e5m2 1.22.
+  // per-channel keys are for. Measured ratios: bf16 1.000, q8_0 1.002, fp8_e4m3 1.04, e5m2 1.22,
+  // kvquant3 1.14 (3-bit codes + sparse outliers; 12-15 greedy tokens equal f32's).
   for (const Case& c : {Case{"f16", 64, 1.001}, Case{"bf16", 16, 1.01}, Case{"q8_0", 48, 1.01},
                         Case{"int8", 48, 1.01}, Case{"fp8_e4m3", 16, 1.08},
-                        Case{"fp8_e5m2", 8, 1.35}, Case{"q4_0", 4, 4.5}}) {
+                        Case{"fp8_e5m2", 8, 1.35}, Case{"q4_0", 4, 4.5},
+                        Case{"kvquant3", 8, 1.3}}) {
     auto e = Make(c.dtype);
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->info().kv_cache_dtype, c.dtype);
@@ -146,7 +148,7 @@ TEST(EngineKvDtypeTest, SeparateKeyAndValueDtypesAndErrors) {
 }
 
 TEST(EngineKvDtypeTest, ContinuousBatchingWithQuantizedCaches) {
-  for (const char* d : {"q8_0", "kivi2"}) {
+  for (const char* d : {"q8_0", "kivi2", "kvquant3"}) {
     LLMConfig cfg;
     cfg.max_model_len = 256;
     cfg.kv_cache_dtype = d;
@@ -165,6 +167,46 @@ TEST(EngineKvDtypeTest, ContinuousBatchingWithQuantizedCaches) {
       for (const auto& c : o.outputs) EXPECT_FALSE(c.text.empty()) << d;
     }
   }
+}
+
+TEST(EngineKvDtypeTest, KvQuant3CalibrationSourcesSaveAndReload) {
+  // Default: fitted at start-up on the built-in text, so the first request does not decide.
+  auto builtin = Make("kvquant3");
+  ASSERT_NE(builtin, nullptr);
+  const std::vector<int32_t> a = Greedy(*builtin);
+  EXPECT_EQ(a, Greedy(*builtin));  // a fixed calibration: the same prompt, the same bytes
+  const std::string path = ::testing::TempDir() + "/kvforge_nuq_" + std::to_string(getpid());
+  ASSERT_TRUE(builtin->SaveKvScales(path).ok());
+  auto loaded = Make("kvquant3", 128, path);
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_EQ(Greedy(*loaded), a);
+  // First-batch calibration: the five-token prompt fits the tables; generation still works.
+  auto first = Make("kvquant3", 128, "calibrate");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(Greedy(*first).size(), 64u);
+  // Only K quantized; a file of another shape is refused.
+  EngineOptions o;
+  o.max_context = 128;
+  o.kv_cache_dtype_k = "kvquant3";
+  o.kv_cache_dtype_v = "f16";
+  o.kv_scales = path;
+  auto k_only = Engine::Create(o);
+  ASSERT_TRUE(k_only.ok()) << k_only.error().ToString();
+  EXPECT_EQ((*k_only)->info().kv_cache_dtype, "k=kvquant3,v=f16");
+  EXPECT_EQ(Greedy(**k_only, 8).size(), 8u);
+  EngineOptions t;
+  t.model_path = kvforge::testing::SharedDir() + "/models/llama-2-tiny-random.gguf";
+  t.max_context = 64;
+  t.kv_cache_dtype = "kvquant3";
+  t.kv_scales = path;
+  auto wrong = Engine::Create(t);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message().find("layers"), std::string::npos) << wrong.error().message();
+  t.kv_scales = "";
+  auto tiny = Engine::Create(t);  // 2 heads x 4 = 8 channels: calibrates on the built-in text
+  ASSERT_TRUE(tiny.ok()) << tiny.error().ToString();
+  EXPECT_EQ(Greedy(**tiny, 8).size(), 8u);
+  std::remove(path.c_str());
 }
 
 }  // namespace

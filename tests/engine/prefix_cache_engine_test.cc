@@ -176,7 +176,7 @@ TEST(PrefixCacheEngine, QuantizedKvBlocksAreSharedToo) {
   // them. Outputs with caching on equal caching off for per-token quantized dtypes; KIVI keeps
   // part of each sequence outside its blocks, so the engine turns prefix caching off for it.
   const Prompts prompts = SharedPrefixPrompts();
-  for (const std::string dtype : {"q8_0", "int8", "fp8_e4m3"}) {
+  for (const std::string dtype : {"q8_0", "int8", "fp8_e4m3", "kvquant3"}) {
     SCOPED_TRACE(dtype);
     LLMConfig off = Base("off");
     off.kv_cache_dtype = dtype;

@@ -7,12 +7,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "base/fp16.h"
 #include "kernels/kernels.h"
 #include "kvquant/kivi.h"
+#include "kvquant/nuq.h"
+#include "kvquant/nuq_calibration.h"
 #include "kvquant/row_codec.h"
 
 namespace kvforge::kernels {
@@ -34,13 +37,18 @@ struct Paged {
   std::vector<uint16_t> window;  // f16 rows of the residual window
   std::vector<float> scales;     // fp8 per head
   std::vector<float> decoded;    // [T][values], what attention must see
+  std::shared_ptr<kvquant::NuqCalibration> nuq;  // kvquant3
+  std::shared_ptr<kvquant::RopeTable> rope;      // kvquant3 keys
   KvPageView view;
 };
 
 // Encodes x ([T][values]) with `dtype` per token (or KIVI key groups when key_groups), into
 // blocks of `bt` tokens placed in reverse order; positions >= window_begin go to an f16 window.
+// kvquant3 rows are calibrated on x itself; keys (is_key) are taken as post-RoPE, stored
+// pre-RoPE and decoded rotated to their position, as PagedKvCache does.
 Paged Build(KvDtype dtype, bool key_groups, const Shape& s, const std::vector<float>& x, int64_t T,
-            int32_t bt, int64_t window_begin, const std::vector<int32_t>& table) {
+            int32_t bt, int64_t window_begin, const std::vector<int32_t>& table,
+            bool is_key = false) {
   Paged p;
   const int64_t values = static_cast<int64_t>(s.n_kv) * s.hd;
   const int32_t row_tokens = key_groups ? static_cast<int32_t>(kvquant::kKiviGroup) : 1;
@@ -50,7 +58,7 @@ Paged Build(KvDtype dtype, bool key_groups, const Shape& s, const std::vector<fl
   if (key_groups) {
     row_bytes = kvquant::KiviKeyGroupBytes(values, bits);
   } else {
-    codec = *kvquant::RowCodec::Create(dtype, s.n_kv, s.hd);
+    codec = *kvquant::RowCodec::Create(dtype, s.n_kv, s.hd, is_key);
     row_bytes = codec->row_bytes();
   }
   const size_t stride = static_cast<size_t>(row_bytes + 5);  // odd padding: nothing assumes 64
@@ -73,6 +81,31 @@ Paged Build(KvDtype dtype, bool key_groups, const Shape& s, const std::vector<fl
         kvquant::KiviDecodeKeyToken(row_at(g), t, values, bits, 0, values,
                                     p.decoded.data() + (g + t) * values);
     }
+  } else if (kvquant::IsNuq(dtype)) {
+    p.nuq = std::make_shared<kvquant::NuqCalibration>(1, values);
+    std::vector<float> pre = x;
+    if (is_key) {
+      p.rope = std::make_shared<kvquant::RopeTable>(s.hd, s.hd, 10000.0f, 1.0f, false);
+      p.rope->Reserve(T);
+      for (int64_t t = 0; t < T; ++t)
+        for (int h = 0; h < s.n_kv; ++h) p.rope->Apply(pre.data() + t * values + h * s.hd, t, true);
+      p.nuq->Calibrate(0, pre.data(), nullptr, T, values);
+    } else {
+      p.nuq->Calibrate(0, nullptr, pre.data(), T, values);
+    }
+    const kvquant::NuqLayer& L = is_key ? p.nuq->key(0) : p.nuq->value(0);
+    for (int64_t t = 0; t < quantized; ++t) {
+      if (is_key) {
+        kvquant::NuqEncodeKeyRow(pre.data() + t * values, values, L, row_at(t));
+      } else {
+        kvquant::NuqEncodeValueRow(pre.data() + t * values, values, L, row_at(t));
+      }
+      kvquant::NuqDecode(row_at(t), values, is_key, L, 0, values,
+                         p.decoded.data() + t * values, p.rope.get(), t);
+    }
+    p.view.nuq = &L;
+    p.view.rope = p.rope.get();
+    p.view.nuq_key = is_key;
   } else {
     for (int64_t t = 0; t < quantized; ++t) {
       codec->Encode(x.data() + t * values, row_at(t), p.scales.data());
@@ -134,7 +167,7 @@ void Check(KvDtype kd, bool k_groups, KvDtype vd, const Shape& s, int32_t bt, in
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t i = 0; i < n_blocks; ++i)
     table[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);
-  const Paged pk = Build(kd, k_groups, s, k, T, bt, k_window, table);
+  const Paged pk = Build(kd, k_groups, s, k, T, bt, k_window, table, /*is_key=*/true);
   const Paged pv = Build(vd, false, s, v, T, bt, v_window, table);
   std::vector<float> q(static_cast<size_t>(n_q * s.n_head * s.hd));
   for (auto& x : q) x = nd(rng);
@@ -207,6 +240,18 @@ TEST(AttentionQuantTest, KiviKeyGroupsAndResidualWindows) {
       Check(d, true, KvDtype::kF16, s, 32, 0, INT64_MAX, 14);  // everything in the key window
     }
   }
+}
+
+TEST(AttentionQuantTest, KvQuant3PreRopeKeysOutliersAndMixes) {
+  // Keys stored before RoPE and rotated after decoding, values with per-token ranges; sparse
+  // outliers included (Gaussian rows always have a few). Head widths 8..128, GQA, partial blocks.
+  uint32_t seed = 500;
+  for (const Shape& s : {Shape{4, 4, 8}, Shape{8, 2, 16}, Shape{2, 1, 64}, Shape{6, 3, 32},
+                         Shape{2, 2, 128}, Shape{4, 1, 24}})
+    Check(KvDtype::kKvQuant3, false, KvDtype::kKvQuant3, s, 5, INT64_MAX, INT64_MAX, seed++);
+  Check(KvDtype::kKvQuant3, false, KvDtype::kF16, {8, 2, 64}, 16, INT64_MAX, INT64_MAX, 600);
+  Check(KvDtype::kQ8_0, false, KvDtype::kKvQuant3, {8, 2, 64}, 16, INT64_MAX, INT64_MAX, 601);
+  Check(KvDtype::kKivi4, true, KvDtype::kKvQuant3, {8, 2, 32}, 32, 64, INT64_MAX, 602);
 }
 
 }  // namespace

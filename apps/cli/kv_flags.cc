@@ -4,13 +4,15 @@ namespace kvforge::cli {
 
 void AddKvFlags(FlagParser& p, KvFlags* f) {
   p.AddString("kv-dtype", &f->dtype,
-              "KV cache dtype: auto|f32|f16|bf16|fp8|fp8_e4m3|fp8_e5m2|int8|q8_0|q4_0|kivi2|kivi4 "
+              "KV cache dtype: auto|f32|f16|bf16|fp8|fp8_e4m3|fp8_e5m2|int8|q8_0|q4_0|kivi2|kivi4|"
+              "kvquant3 "
               "(auto = f16, f32 with --kv-f32)");
   p.AddString("kv-dtype-k", &f->k_dtype, "K cache dtype (default: --kv-dtype)");
   p.AddString("kv-dtype-v", &f->v_dtype, "V cache dtype (default: --kv-dtype)");
   p.AddString(
       "kv-scales", &f->scales,
-      "FP8 KV scales: 'calibrate' (amax of the first batch) or a scales file (default 1.0)");
+      "FP8 KV scales: 'calibrate' (amax of the first batch) or a scales file (default 1.0); "
+      "kvquant3: its calibration file, or 'calibrate' (first batch; default: built-in text)");
   p.AddBool("kv-scales-per-head", &f->scales_per_head, "one FP8 scale per KV head, not per layer");
 }
 

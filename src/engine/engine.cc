@@ -114,9 +114,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   KVF_LOG_INFO("%s", engine::DescribeKvCache(*impl->kv).c_str());
   impl->pool = std::make_unique<kernels::ThreadPool>(options.threads);
   if (options.kv_scales != "calibrate") {
-    KVF_ASSIGN_OR_RETURN(const int64_t n, engine::CalibrateKvOnText(*impl->model, *impl->tok,
-                                                                      *impl->kv, *impl->pool,
-                                                                      impl->max_ctx));
+    KVF_ASSIGN_OR_RETURN(
+        const int64_t n,
+        engine::CalibrateKvOnText(*impl->model, *impl->tok, *impl->kv, *impl->pool, impl->max_ctx));
     if (n > 0) KVF_LOG_INFO("kvquant3 calibrated on %lld tokens of built-in text", (long long)n);
   }
 

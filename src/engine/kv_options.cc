@@ -85,9 +85,9 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
     if (fp8)
       return Status::InvalidArgument(
           "one --kv-scales file cannot hold both FP8 scales and a kvquant3 calibration");
-    KVF_ASSIGN_OR_RETURN(kvquant::NuqCalibration cal,
-                         kvquant::NuqCalibration::Load(choice.fp8_scales, mc.n_layer,
-                                                       mc.n_head_kv * mc.head_dim));
+    KVF_ASSIGN_OR_RETURN(
+        kvquant::NuqCalibration cal,
+        kvquant::NuqCalibration::Load(choice.fp8_scales, mc.n_layer, mc.n_head_kv * mc.head_dim));
     kc.nuq_calibration = std::move(cal);
   }
   // Validate the shape now, with a message naming the model's dimensions.
@@ -133,9 +133,9 @@ std::string DescribeKvCache(const kvstore::PagedKvCache& cache) {
         ", fp8 scales %s %s", cache.fp8_scales().per_head() ? "per head" : "per tensor",
         cache.fp8_scales().calibrated(0) ? "fixed" : "calibrated on the first batch");
   if (kvquant::IsNuq(sc.k_dtype) || kvquant::IsNuq(sc.v_dtype))
-    extra += base::StrFormat(", kvquant3 calibration %s",
-                             cache.nuq_calibration().calibrated(0) ? "loaded from a file"
-                                                                   : "fitted on text");
+    extra += base::StrFormat(", kvquant3 calibration %s", cache.nuq_calibration().calibrated(0)
+                                                              ? "loaded from a file"
+                                                              : "fitted on text");
   if (cache.has_sequence_state())
     extra += base::StrFormat(
         ", KIVI f16 window outside the blocks: up to %lld B per sequence",

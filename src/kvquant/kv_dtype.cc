@@ -12,9 +12,9 @@ struct DtypeName {
 };
 
 constexpr DtypeName kDtypeNames[] = {
-    {"f32", KvDtype::kF32},          {"f16", KvDtype::kF16},          {"bf16", KvDtype::kBf16},
-    {"fp8_e4m3", KvDtype::kFp8E4M3}, {"fp8_e5m2", KvDtype::kFp8E5M2}, {"int8", KvDtype::kInt8},
-    {"q8_0", KvDtype::kQ8_0},        {"q4_0", KvDtype::kQ4_0},        {"kivi2", KvDtype::kKivi2},
+    {"f32", KvDtype::kF32},          {"f16", KvDtype::kF16},           {"bf16", KvDtype::kBf16},
+    {"fp8_e4m3", KvDtype::kFp8E4M3}, {"fp8_e5m2", KvDtype::kFp8E5M2},  {"int8", KvDtype::kInt8},
+    {"q8_0", KvDtype::kQ8_0},        {"q4_0", KvDtype::kQ4_0},         {"kivi2", KvDtype::kKivi2},
     {"kivi4", KvDtype::kKivi4},      {"kvquant3", KvDtype::kKvQuant3},
 };
 

@@ -29,15 +29,15 @@ void PackCodes3(const uint8_t* codes, int64_t n, uint8_t* dst) {
 
 inline int Code3(const uint8_t* codes, int64_t i) {
   const uint8_t* g = codes + 3 * (i >> 3);
-  const uint32_t bits = g[0] | (static_cast<uint32_t>(g[1]) << 8) |
-                        (static_cast<uint32_t>(g[2]) << 16);
+  const uint32_t bits =
+      g[0] | (static_cast<uint32_t>(g[1]) << 8) | (static_cast<uint32_t>(g[2]) << 16);
   return static_cast<int>((bits >> (3 * (i & 7))) & 7);
 }
 
 // Writes the codes of z (already clamped to [-1, 1]) and the outlier slots.
 void WriteRow(const float* z, int64_t values, const float* lut,
-              const std::vector<std::pair<float, int64_t>>& outliers, const float* x,
-              int64_t slots, uint8_t* dst) {
+              const std::vector<std::pair<float, int64_t>>& outliers, const float* x, int64_t slots,
+              uint8_t* dst) {
   uint8_t codes[256];
   uint8_t* out = dst;
   for (int64_t i0 = 0; i0 < values; i0 += 256) {
@@ -181,8 +181,9 @@ NuqValueRange NuqValueRowRange(const float* x, int64_t values,
 }
 
 float NuqValueZ(const NuqValueRange& range, float x) {
-  return range.radius > 0.0f ? std::clamp(Finite((Finite(x) - range.center) / range.radius), -1.0f, 1.0f)
-                             : 0.0f;
+  return range.radius > 0.0f
+             ? std::clamp(Finite((Finite(x) - range.center) / range.radius), -1.0f, 1.0f)
+             : 0.0f;
 }
 
 void NuqEncodeValueRow(const float* x, int64_t values, const NuqLayer& layer, uint8_t* dst) {
@@ -217,7 +218,8 @@ void NuqDecode(const uint8_t* row, int64_t values, bool key, const NuqLayer& lay
   for (int64_t s = 0; s < slots; ++s) {
     const uint16_t idx = LoadU16(slot + 4 * s);
     if (idx == kNuqNoOutlier) break;  // slots fill from the front
-    if (idx >= begin && idx < begin + count) out[idx - begin] = Fp16ToFp32(LoadU16(slot + 4 * s + 2));
+    if (idx >= begin && idx < begin + count)
+      out[idx - begin] = Fp16ToFp32(LoadU16(slot + 4 * s + 2));
   }
   if (key && rope) {
     const int64_t hd = rope->head_dim();

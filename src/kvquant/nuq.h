@@ -41,9 +41,9 @@ int64_t NuqRowBytes(int64_t values, bool key);
 // What decoding one layer's rows needs: the lookup table, and for keys the per-channel center
 // and radius (values rows carry their own).
 struct NuqLayer {
-  float lut[kNuqLevels] = {};   // ascending
-  std::vector<float> center;    // keys: one per channel
-  std::vector<float> radius;    // keys: one per channel, > 0
+  float lut[kNuqLevels] = {};  // ascending
+  std::vector<float> center;   // keys: one per channel
+  std::vector<float> radius;   // keys: one per channel, > 0
 };
 
 // RoPE angles per position, computed exactly as kernels::Rope does (ggml's float recurrence), so

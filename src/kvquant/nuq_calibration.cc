@@ -130,8 +130,9 @@ Result<NuqCalibration> NuqCalibration::Load(const std::string& path, int64_t n_l
   if (!(in >> w1 >> layers >> w2 >> width) || w1 != "layers" || w2 != "values")
     return bad("bad header line");
   if (layers != n_layers || width != values)
-    return bad(base::StrFormat("made for %lld layers x %lld K/V channels, the model has %lld x %lld",
-                               layers, width, (long long)n_layers, (long long)values));
+    return bad(
+        base::StrFormat("made for %lld layers x %lld K/V channels, the model has %lld x %lld",
+                        layers, width, (long long)n_layers, (long long)values));
   NuqCalibration c(n_layers, values);
   std::vector<uint8_t> seen(static_cast<size_t>(4 * n_layers), 0);
   const char* tags[] = {"kc", "kr", "klut", "vlut"};

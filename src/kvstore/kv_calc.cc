@@ -146,6 +146,15 @@ std::string MetadataLine(const KvCalcReport& r, const KvCalcVariant& v) {
     return StrFormat("%s: %lld bytes (%.3g%% of the total), included", what, LL(scales),
                      100.0 * static_cast<double>(scales) / total);
   }
+  if (kvquant::IsNuq(dtype)) {
+    const int64_t meta = batch * v.sequence_bytes.scale_bytes;
+    return StrFormat(
+        "sparse f16 outlier slots (2%% of a key row, 1%% of a value row, 4 bytes each) + f16 "
+        "center/radius per value row: %lld bytes (%.3g%%), included; per-layer f32 key "
+        "thresholds and lookup tables: %lld bytes, kept with the layer; cache + tables = %lld "
+        "bytes",
+        LL(meta), 100.0 * static_cast<double>(meta) / total, LL(v.fixed_bytes), LL(v.total_bytes));
+  }
   return "none: values are stored as they are";
 }
 

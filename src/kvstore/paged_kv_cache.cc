@@ -40,8 +40,7 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
   if (c->nuq_k_ || c->nuq_v_) {
     const int64_t values = static_cast<int64_t>(sc.n_kv_head) * sc.head_dim;
     if (cfg.nuq_calibration) {
-      if (cfg.nuq_calibration->n_layers() != sc.n_layer ||
-          cfg.nuq_calibration->values() != values)
+      if (cfg.nuq_calibration->n_layers() != sc.n_layer || cfg.nuq_calibration->values() != values)
         return Status::InvalidArgument("the kvquant calibration was made for another model shape");
       c->nuq_ = *cfg.nuq_calibration;
       c->nuq_.Freeze();
@@ -244,8 +243,7 @@ int64_t PagedKvCache::WindowTokens(const Window& w) const {
          (static_cast<int64_t>(store_->config().n_kv_head) * store_->config().head_dim);
 }
 
-const float* PagedKvCache::PreRopeKeys(int64_t pos0, int64_t n, const float* k,
-                                       int64_t* stride) {
+const float* PagedKvCache::PreRopeKeys(int64_t pos0, int64_t n, const float* k, int64_t* stride) {
   const KvStoreConfig& sc = store_->config();
   const int64_t values = static_cast<int64_t>(sc.n_kv_head) * sc.head_dim;
   rope_->Reserve(pos0 + n);

@@ -152,6 +152,16 @@ check "eval kv needs text" 2 "$KVF" eval kv --kv-dtype q8_0
 check "eval kv bad ctx" 2 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --ctx 8
 check "calc kv dtype" 0 "$KVF" calc --preset llama-3-8b --seq-len 1024 --kv-dtype q4_0
 contains "calc q4_0 bits" "$TMP/out" "4.5 bits per stored value"
+check "calc kvquant3" 0 "$KVF" calc --preset llama-3-8b --seq-len 8192 --kv-dtype kvquant3
+contains "calc kvquant3 bits" "$TMP/out" "3.51562 bits per stored value"
+contains "calc kvquant3 outliers" "$TMP/out" "sparse f16 outlier slots"
+check "run kvquant3 kv" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 16 --kv-dtype kvquant3
+contains "kvquant3 log" "$TMP/err" "kvquant3 calibrated on"
+check "eval kv kvquant3 save" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --kv-dtype kvquant3 --kv-scales calibrate --ctx 64 --chunks 1 --prompts 1 --gen-tokens 8 --json --save-kv-scales "$TMP/kq3.txt"
+contains "kvquant3 calibration file" "$TMP/kq3.txt" "kvforge-kvquant-calib 1"
+check "run kvquant3 loaded" 0 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype kvquant3 --kv-scales "$TMP/kq3.txt"
+contains "kvquant3 loaded log" "$TMP/err" "kvquant3 calibration loaded from a file"
+check "run kvquant3 bad file" 1 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype kvquant3 --kv-scales "$TMP/nope.txt"
 
 echo "$pass passed, $fail failed"
 [[ "$fail" == 0 ]]

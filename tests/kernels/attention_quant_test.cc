@@ -33,10 +33,10 @@ struct Shape {
 
 // One layer's K or V of one sequence in paged form, plus the values it decodes to.
 struct Paged {
-  std::vector<uint8_t> bytes;    // blocks (+1 byte so the base is unaligned)
-  std::vector<uint16_t> window;  // f16 rows of the residual window
-  std::vector<float> scales;     // fp8 per head
-  std::vector<float> decoded;    // [T][values], what attention must see
+  std::vector<uint8_t> bytes;                    // blocks (+1 byte so the base is unaligned)
+  std::vector<uint16_t> window;                  // f16 rows of the residual window
+  std::vector<float> scales;                     // fp8 per head
+  std::vector<float> decoded;                    // [T][values], what attention must see
   std::shared_ptr<kvquant::NuqCalibration> nuq;  // kvquant3
   std::shared_ptr<kvquant::RopeTable> rope;      // kvquant3 keys
   KvPageView view;
@@ -100,8 +100,8 @@ Paged Build(KvDtype dtype, bool key_groups, const Shape& s, const std::vector<fl
       } else {
         kvquant::NuqEncodeValueRow(pre.data() + t * values, values, L, row_at(t));
       }
-      kvquant::NuqDecode(row_at(t), values, is_key, L, 0, values,
-                         p.decoded.data() + t * values, p.rope.get(), t);
+      kvquant::NuqDecode(row_at(t), values, is_key, L, 0, values, p.decoded.data() + t * values,
+                         p.rope.get(), t);
     }
     p.view.nuq = &L;
     p.view.rope = p.rope.get();

@@ -88,7 +88,7 @@ TEST(NuqTest, KeyRowsKeepOutliersExactlyAndQuantizeInliersToTheTable) {
   cal.Calibrate(0, calib.data(), nullptr, 400, values);
   const NuqLayer& L = cal.key(0);
   std::vector<float> x = Gaussian(static_cast<size_t>(values), 9);
-  x[7] = 40.0f;    // far outside every channel's range
+  x[7] = 40.0f;  // far outside every channel's range
   x[100] = -25.0f;
   std::vector<uint8_t> row(static_cast<size_t>(NuqRowBytes(values, true)));
   NuqEncodeKeyRow(x.data(), values, L, row.data());
@@ -111,7 +111,8 @@ TEST(NuqTest, KeyRowsKeepOutliersExactlyAndQuantizeInliersToTheTable) {
   // Decoding a slice (one head) gives the same numbers.
   std::vector<float> head(64);
   NuqDecode(row.data(), values, true, L, 64, 64, head.data());
-  for (int i = 0; i < 64; ++i) EXPECT_EQ(head[static_cast<size_t>(i)], y[static_cast<size_t>(64 + i)]);
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(head[static_cast<size_t>(i)], y[static_cast<size_t>(64 + i)]);
 }
 
 TEST(NuqTest, ValueRowsUseTheirOwnRangeAndTheFarthestValuesAsOutliers) {
@@ -228,7 +229,7 @@ TEST(NuqTest, CalibrationFileRoundTripsAndRejectsBadFiles) {
       EXPECT_EQ(back->value(l).lut[c], cal.value(l).lut[c]);
     }
   }
-  EXPECT_FALSE(NuqCalibration::Load(path, 3, values).ok());       // other shape
+  EXPECT_FALSE(NuqCalibration::Load(path, 3, values).ok());  // other shape
   EXPECT_FALSE(NuqCalibration::Load(path + ".missing", 2, values).ok());
   std::string text;
   {
@@ -240,7 +241,7 @@ TEST(NuqTest, CalibrationFileRoundTripsAndRejectsBadFiles) {
     return NuqCalibration::Load(path, 2, values);
   };
   EXPECT_FALSE(write_and_load(text.substr(0, text.size() / 2)).ok());  // truncated
-  EXPECT_FALSE(write_and_load("kvforge-kv-scales 1\n").ok());           // wrong magic
+  EXPECT_FALSE(write_and_load("kvforge-kv-scales 1\n").ok());          // wrong magic
   std::string negative = text;
   negative.replace(negative.find("kr 0 ") + 5, 0, "-");  // a negative radius
   EXPECT_FALSE(write_and_load(negative).ok());

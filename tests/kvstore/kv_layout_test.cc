@@ -124,6 +124,30 @@ TEST(KvLayoutTest, GgmlBlockQuants) {
   EXPECT_TRUE(KvLayout::Create(odd).ok());
 }
 
+// kvquant3, 1024 values per row: 384 B of 3-bit codes; keys 21 outlier slots (2%, rounded up)
+// of 4 B; values 11 slots (1%) + f16 center and radius. Per layer and stream, f32 tables of 8
+// and (keys) an f32 center and radius per channel, stored once.
+TEST(KvLayoutTest, KvQuant3CountsOutlierSlotsAndCalibration) {
+  KvLayout l = MakeLayout(Llama70b(KvDtype::kKvQuant3));
+  const KvStream& k = l.streams()[0];
+  const KvStream& v = l.streams()[1];
+  EXPECT_EQ(k.row_code_bytes, 384);
+  EXPECT_EQ(k.row_scale_bytes, 21 * 4);
+  EXPECT_EQ(v.row_code_bytes, 384);
+  EXPECT_EQ(v.row_scale_bytes, 11 * 4 + 4);
+  EXPECT_EQ(l.BytesPerTokenPerLayer(), 468 + 432);
+  EXPECT_DOUBLE_EQ(l.BitsPerValue(), 8.0 * 900 / 2048);
+  EXPECT_EQ(l.FixedBytes(), 80 * (32 + 1024 * 8 + 32));
+  KvLayoutConfig odd = Llama70b(KvDtype::kKvQuant3);
+  odd.num_kv_heads = 1;
+  odd.head_dim = 12;  // 12 channels do not fill 3-byte groups of 8 codes
+  EXPECT_EQ(KvLayout::Create(odd).status().code(), StatusCode::kInvalidArgument);
+  KvLayoutConfig mla = Llama70b(KvDtype::kKvQuant3);
+  mla.mla_kv_lora_rank = 512;
+  mla.mla_rope_dim = 64;
+  EXPECT_EQ(KvLayout::Create(mla).status().code(), StatusCode::kUnimplemented);
+}
+
 // Per layer, one stream of n = 1024 values (8 heads x 128), G = 32, R = 128, 2 bits:
 //   key row (32 tokens): codes 1024 * 32 * 2 / 8 = 8192 B, scale + zero f16 per channel 4096 B
 //   value per token: codes 256 B, 32 groups x 4 B = 128 B; residual token: 2048 B (f16)

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "base/fp16.h"
+#include "kernels/kernels.h"
 #include "kernels/kernels_common.h"
+#include "kvquant/nuq.h"
 #include "kvquant/row_codec.h"
 #include "kvstore/paged_kv_cache.h"
 
@@ -226,6 +228,66 @@ TEST(PagedKvQuantTest, Fp8CalibratesOnTheFirstBatch) {
   EXPECT_FLOAT_EQ(c->fp8_scales().key(0)[0], 2.0f);
   EXPECT_FLOAT_EQ(Read(c->KeyView(0, 0), 3)[5], -896.0f);  // 448 x 2
   EXPECT_FLOAT_EQ(Read(c->KeyView(0, 0), 0)[0], 0.5f);
+}
+
+TEST(PagedKvQuantTest, KvQuant3StoresKeysBeforeRopeAndCalibratesOnTheFirstBatch) {
+  PagedKvCacheConfig cfg;
+  cfg.store.n_layer = 2;
+  cfg.store.n_kv_head = kHeads;
+  cfg.store.head_dim = kDim;
+  cfg.store.num_blocks = 16;
+  cfg.store.k_dtype = cfg.store.v_dtype = KvDtype::kKvQuant3;
+  cfg.rope.freq_base = 10000.0f;
+  auto created = PagedKvCache::Create(cfg);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  auto c = std::move(*created);
+  // Pre-RoPE keys with a strong per-channel offset (what KVQuant's per-channel keys exploit),
+  // rotated to their positions as the model hands them over.
+  std::vector<float> pre = Random(40, 7), v = Random(40, 8);
+  for (int64_t t = 0; t < 40; ++t)
+    for (int64_t i = 0; i < kValues; ++i) pre[static_cast<size_t>(t * kValues + i)] += 0.5f * i;
+  std::vector<float> post = pre;
+  for (int64_t t = 0; t < 40; ++t)
+    kernels::Rope(post.data() + t * kValues, kHeads, kDim, kDim, t, 10000.0f, 1.0f, false);
+  ASSERT_TRUE(c->AddSequence(0, 40));
+  EXPECT_FALSE(c->nuq_calibration().calibrated(0));
+  c->Write(0, 0, 0, 32, post.data(), v.data(), kValues);
+  ASSERT_TRUE(c->nuq_calibration().calibrated(0));
+  EXPECT_FALSE(c->nuq_calibration().calibrated(1));
+  // The calibration saw pre-RoPE keys: channel centers follow the 0.5 * i offsets.
+  const kvquant::NuqLayer& kl = c->nuq_calibration().key(0);
+  for (int64_t i = 0; i < kValues; i += 7)
+    EXPECT_NEAR(kl.center[static_cast<size_t>(i)], 0.5f * i, 1.0f) << i;
+  c->Write(0, 0, 32, 8, post.data() + 32 * kValues, v.data() + 32 * kValues, kValues);
+  ASSERT_TRUE(c->Fork(0, 1).ok());
+  const auto kv = c->KeyView(0, 1), vv = c->ValueView(0, 1);
+  double kerr = 0, knorm = 0, verr = 0, vnorm = 0;
+  for (int64_t p = 0; p < 40; ++p) {
+    // Reads are the encoder's rows decoded and rotated back to position p.
+    std::vector<uint8_t> enc(static_cast<size_t>(kvquant::NuqRowBytes(kValues, true)));
+    kvquant::NuqEncodeKeyRow(pre.data() + p * kValues, kValues, kl, enc.data());
+    std::vector<float> want(kValues);
+    kvquant::NuqDecode(enc.data(), kValues, true, kl, 0, kValues, want.data());
+    kernels::Rope(want.data(), kHeads, kDim, kDim, p, 10000.0f, 1.0f, false);
+    const std::vector<float> got = Read(kv, p);
+    for (int64_t i = 0; i < kValues; ++i) {
+      const size_t u = static_cast<size_t>(i), at = static_cast<size_t>(p * kValues + i);
+      // Rotating back and forth costs a few ulps, which can move a value across a code boundary
+      // only with vanishing probability on random data; allow float noise.
+      EXPECT_NEAR(got[u], want[u], 1e-4f * (1.0f + std::fabs(want[u]))) << p << " " << i;
+      kerr += (got[u] - post[at]) * (got[u] - post[at]);
+      knorm += post[at] * post[at];
+    }
+    const std::vector<float> vg = Read(vv, p);
+    for (int64_t i = 0; i < kValues; ++i) {
+      const size_t at = static_cast<size_t>(p * kValues + i);
+      verr += (vg[static_cast<size_t>(i)] - v[at]) * (vg[static_cast<size_t>(i)] - v[at]);
+      vnorm += v[at] * v[at];
+    }
+  }
+  EXPECT_LT(kerr / knorm, 0.02);  // the offsets are absorbed by the per-channel centers
+  EXPECT_LT(verr / vnorm, 0.08);  // 3-bit per-token values
+  ASSERT_TRUE(c->CheckInvariants().ok());
 }
 
 }  // namespace

@@ -145,6 +145,77 @@ static inline void DecodeRowHead(const KvPageView& v, const uint8_t* row, int32_
   kvquant::DecodeRowValues(v.dtype, hd, v.row_values, row, begin, hd, out, v.scales);
 }
 
+// Rotates one decoded head to position pos with the table's element-order cos / signed sin:
+// rotated[i] = x[i] cos[i] + x[partner(i)] sin[i].
+static inline void RopeHeadAvx2(const kvquant::RopeTable& rope, int64_t pos, float* x) {
+  const int32_t rot = rope.rot_dim();
+  const float* c = rope.Cos(pos);
+  const float* s = rope.Sin(pos);
+  if (!rope.neox() && rot % 8 == 0) {
+    for (int32_t d = 0; d < rot; d += 8) {
+      const __m256 v = _mm256_loadu_ps(x + d);
+      const __m256 swapped = _mm256_permute_ps(v, 0xB1);  // (x1, x0, x3, x2, ...)
+      _mm256_storeu_ps(x + d, _mm256_fmadd_ps(swapped, _mm256_loadu_ps(s + d),
+                                              _mm256_mul_ps(v, _mm256_loadu_ps(c + d))));
+    }
+    return;
+  }
+  const int32_t half = rot / 2;
+  if (rope.neox() && half % 8 == 0) {
+    for (int32_t d = 0; d < half; d += 8) {
+      const __m256 a = _mm256_loadu_ps(x + d), b = _mm256_loadu_ps(x + half + d);
+      _mm256_storeu_ps(x + d, _mm256_fmadd_ps(b, _mm256_loadu_ps(s + d),
+                                              _mm256_mul_ps(a, _mm256_loadu_ps(c + d))));
+      _mm256_storeu_ps(x + half + d,
+                       _mm256_fmadd_ps(a, _mm256_loadu_ps(s + half + d),
+                                       _mm256_mul_ps(b, _mm256_loadu_ps(c + half + d))));
+    }
+    return;
+  }
+  rope.Apply(x, pos, false);
+}
+
+// Head kvh of a kvquant3 row (head_dim % 8 == 0): 8 three-bit codes per 24-bit group become 8
+// table lookups in one permute, scaled by the keys' per-channel radius and center or the value
+// row's own; then the head's outlier slots, then (keys) RoPE to position pos.
+static inline void DecodeNuqHead(const KvPageView& v, const uint8_t* row, int32_t kvh, int64_t pos,
+                                 float* out) {
+  const kvquant::NuqLayer& layer = *v.nuq;
+  const int64_t hd = v.head_dim, values = v.row_values, begin = static_cast<int64_t>(kvh) * hd;
+  const __m256 lut = _mm256_loadu_ps(layer.lut);
+  const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+  const __m256i seven = _mm256_set1_epi32(7);
+  const int64_t slots = kvquant::NuqOutlierSlots(values, v.nuq_key);
+  const uint8_t* slot = row + kvquant::NuqCodeBytes(values);
+  // Reading 4 bytes per 3-byte group stays inside the row: the outlier slots follow the codes.
+  auto table8 = [&](int64_t e) {
+    uint32_t bits;
+    std::memcpy(&bits, row + e / 8 * 3, 4);
+    const __m256i codes = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(bits)), shifts), seven);
+    return _mm256_permutevar8x32_ps(lut, codes);
+  };
+  if (v.nuq_key) {
+    const float* center = layer.center.data() + begin;
+    const float* radius = layer.radius.data() + begin;
+    for (int64_t d = 0; d < hd; d += 8)
+      _mm256_storeu_ps(out + d, _mm256_fmadd_ps(table8(begin + d), _mm256_loadu_ps(radius + d),
+                                                _mm256_loadu_ps(center + d)));
+  } else {
+    const uint8_t* tail = slot + 4 * slots;
+    const __m256 center = _mm256_set1_ps(_cvtsh_ss(LoadU16(tail)));
+    const __m256 radius = _mm256_set1_ps(_cvtsh_ss(LoadU16(tail + 2)));
+    for (int64_t d = 0; d < hd; d += 8)
+      _mm256_storeu_ps(out + d, _mm256_fmadd_ps(table8(begin + d), radius, center));
+  }
+  for (int64_t i = 0; i < slots; ++i) {
+    const uint16_t idx = LoadU16(slot + 4 * i);
+    if (idx >= begin + hd) break;  // ascending channels, unused slots last
+    if (idx >= begin) out[idx - begin] = _cvtsh_ss(LoadU16(slot + 4 * i + 2));
+  }
+  if (v.nuq_key && v.rope) RopeHeadAvx2(*v.rope, pos, out);
+}
+
 // KV head kvh of tokens [p0, p0 + cnt) into out[cnt][head_dim]. The tokens share one block (and
 // one KIVI group) and lie on one side of recent_begin.
 static inline void DecodeTile(const KvPageView& v, int64_t p0, int64_t cnt, int32_t kvh,
@@ -166,9 +237,14 @@ static inline void DecodeTile(const KvPageView& v, int64_t p0, int64_t cnt, int3
   }
   const uint8_t* row = v.Token(p0);
   if (kvquant::IsNuq(v.dtype)) {
-    for (int64_t j = 0; j < cnt; ++j, row += v.token_stride)
-      kvquant::NuqDecode(row, v.row_values, v.nuq_key, *v.nuq, static_cast<int64_t>(kvh) * hd, hd,
-                         out + j * hd, v.rope, p0 + j);
+    for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) {
+      if (hd % 8 == 0) {
+        DecodeNuqHead(v, row, kvh, p0 + j, out + j * hd);
+      } else {
+        kvquant::NuqDecode(row, v.row_values, v.nuq_key, *v.nuq, static_cast<int64_t>(kvh) * hd, hd,
+                           out + j * hd, v.rope, p0 + j);
+      }
+    }
     return;
   }
   for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) DecodeRowHead(v, row, kvh, out + j * hd);

@@ -36,8 +36,11 @@ inline int Code3(const uint8_t* codes, int64_t i) {
 
 // Writes the codes of z (already clamped to [-1, 1]) and the outlier slots.
 void WriteRow(const float* z, int64_t values, const float* lut,
-              const std::vector<std::pair<float, int64_t>>& outliers, const float* x, int64_t slots,
+              std::vector<std::pair<float, int64_t>> outliers, const float* x, int64_t slots,
               uint8_t* dst) {
+  // Ascending channels, so a decoder of one head stops at the first slot past it.
+  std::sort(outliers.begin(), outliers.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
   uint8_t codes[256];
   uint8_t* out = dst;
   for (int64_t i0 = 0; i0 < values; i0 += 256) {
@@ -105,15 +108,20 @@ RopeTable::RopeTable(int32_t head_dim, int32_t rot_dim, float freq_base, float f
 
 void RopeTable::Reserve(int64_t n) {
   if (n <= positions_) return;
-  const int64_t half = rot_dim_ / 2;
+  const int32_t half = rot_dim_ / 2;
   const int64_t target = std::max<int64_t>(n, positions_ * 2);
-  cs_.resize(static_cast<size_t>(target * half * 2));
+  cs_.resize(static_cast<size_t>(target * 2 * rot_dim_));
   for (int64_t p = positions_; p < target; ++p) {
     float theta = static_cast<float>(p) * freq_scale_;
-    float* cs = cs_.data() + p * half * 2;
-    for (int64_t k = 0; k < half; ++k) {
-      cs[2 * k] = std::cos(theta);
-      cs[2 * k + 1] = std::sin(theta);
+    float* c = cs_.data() + p * 2 * rot_dim_;
+    float* s = c + rot_dim_;
+    for (int32_t k = 0; k < half; ++k) {
+      const float cv = std::cos(theta), sv = std::sin(theta);
+      const int32_t i0 = neox_ ? k : 2 * k;
+      const int32_t i1 = neox_ ? k + half : 2 * k + 1;
+      c[i0] = c[i1] = cv;
+      s[i0] = -sv;  // rotated[i0] = x[i0] cos - x[i1] sin
+      s[i1] = sv;   // rotated[i1] = x[i1] cos + x[i0] sin
       theta *= theta_scale_;
     }
   }
@@ -123,15 +131,15 @@ void RopeTable::Reserve(int64_t n) {
 void RopeTable::Apply(float* v, int64_t pos, bool inverse) const {
   KVF_DCHECK(pos >= 0 && pos < positions_);
   const int32_t half = rot_dim_ / 2;
-  const float* cs = cs_.data() + pos * half * 2;
+  const float* c = Cos(pos);
+  const float* s = Sin(pos);
   const float sign = inverse ? -1.0f : 1.0f;
   for (int32_t k = 0; k < half; ++k) {
     const int32_t i0 = neox_ ? k : 2 * k;
     const int32_t i1 = neox_ ? k + half : 2 * k + 1;
-    const float c = cs[2 * k], s = sign * cs[2 * k + 1];
     const float a = v[i0], b = v[i1];
-    v[i0] = a * c - b * s;
-    v[i1] = a * s + b * c;
+    v[i0] = a * c[i0] + b * (sign * s[i0]);
+    v[i1] = b * c[i1] + a * (sign * s[i1]);
   }
 }
 
@@ -217,9 +225,8 @@ void NuqDecode(const uint8_t* row, int64_t values, bool key, const NuqLayer& lay
   }
   for (int64_t s = 0; s < slots; ++s) {
     const uint16_t idx = LoadU16(slot + 4 * s);
-    if (idx == kNuqNoOutlier) break;  // slots fill from the front
-    if (idx >= begin && idx < begin + count)
-      out[idx - begin] = Fp16ToFp32(LoadU16(slot + 4 * s + 2));
+    if (idx >= begin + count) break;  // ascending channels; unused slots (0xFFFF) last
+    if (idx >= begin) out[idx - begin] = Fp16ToFp32(LoadU16(slot + 4 * s + 2));
   }
   if (key && rope) {
     const int64_t hd = rope->head_dim();

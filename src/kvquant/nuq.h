@@ -16,7 +16,8 @@
 // Row of `values` channels (all KV heads of one token; values % 8 == 0):
 //   [values * 3 / 8 bytes of codes: each 8 codes fill 3 bytes, code j at bits 3j .. 3j+2 of the
 //    little-endian 24-bit group]
-//   [slots x (u16 channel index, f16 original value)]   index 0xFFFF marks an unused slot
+//   [slots x (u16 channel index, f16 original value)]   ascending channels; unused slots
+//                                                        (index 0xFFFF) come last
 //   [values rows only: f16 center, f16 radius of the token]
 // Thread-safety: functions are pure; RopeTable::Reserve mutates (engine thread only, between
 // forward steps), everything else is const.
@@ -48,7 +49,9 @@ struct NuqLayer {
 
 // RoPE angles per position, computed exactly as kernels::Rope does (ggml's float recurrence), so
 // applying a position and its inverse to a post-RoPE key recovers the pre-RoPE key up to one
-// rounding per multiply.
+// rounding per multiply. Stored in element order for SIMD: for element i < rot_dim of a head,
+// rotated[i] = x[i] * Cos(pos)[i] + x[Partner(i)] * Sin(pos)[i], where the partner is i ^ 1
+// (llama's adjacent pairs) or i +- rot_dim / 2 (NeoX halves) and Sin carries the pair's sign.
 class RopeTable {
  public:
   RopeTable(int32_t head_dim, int32_t rot_dim, float freq_base, float freq_scale, bool neox);
@@ -56,6 +59,13 @@ class RopeTable {
   void Reserve(int64_t n);
   int64_t positions() const { return positions_; }
   int32_t head_dim() const { return head_dim_; }
+  int32_t rot_dim() const { return rot_dim_; }
+  bool neox() const { return neox_; }
+  const float* Cos(int64_t pos) const { return cs_.data() + pos * 2 * rot_dim_; }
+  const float* Sin(int64_t pos) const { return cs_.data() + pos * 2 * rot_dim_ + rot_dim_; }
+  int32_t Partner(int32_t i) const {
+    return neox_ ? (i < rot_dim_ / 2 ? i + rot_dim_ / 2 : i - rot_dim_ / 2) : (i ^ 1);
+  }
   // Rotates one head (head_dim floats) by the angles of `pos` (< positions()), or back.
   void Apply(float* head, int64_t pos, bool inverse) const;
 
@@ -64,7 +74,7 @@ class RopeTable {
   float freq_scale_, theta_scale_;
   bool neox_;
   int64_t positions_ = 0;
-  std::vector<float> cs_;  // [pos][rot_dim / 2][cos, sin]
+  std::vector<float> cs_;  // [pos][cos: rot_dim][signed sin: rot_dim]
 };
 
 // Keys: x holds `values` PRE-RoPE floats.

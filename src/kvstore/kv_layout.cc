@@ -104,6 +104,11 @@ Status SizeStream(const KvLayoutConfig& cfg, int64_t dim, KvStream* s, Checked* 
       break;
     }
     case KvDtype::kKvQuant3: {
+      if (v >= kvquant::kNuqNoOutlier) {
+        return Invalid(base::StrFormat(
+            "kvquant3 indexes outliers with 16 bits, so a row holds at most 65534 values, not %lld",
+            static_cast<long long>(v)));
+      }
       if (v % 8 != 0) {
         return Invalid(base::StrFormat(
             "kvquant3 packs 8 three-bit codes in 3 bytes, so the row width (%lld) must be a "

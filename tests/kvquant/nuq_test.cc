@@ -108,11 +108,21 @@ TEST(NuqTest, KeyRowsKeepOutliersExactlyAndQuantizeInliersToTheTable) {
     EXPECT_NEAR(y[u], DecodeOne(x, L, i, true, 0, 0), 1e-5f) << i;
   }
   EXPECT_GE(exact, 2);
-  // Decoding a slice (one head) gives the same numbers.
+  // Decoding a slice (one head) gives the same numbers, outliers included: slots are stored in
+  // channel order and a head's decoder stops at the first slot past it.
+  x[70] = 30.0f;
+  x[200] = -30.0f;
+  x[201] = 31.0f;
+  NuqEncodeKeyRow(x.data(), values, L, row.data());
+  NuqDecode(row.data(), values, true, L, 0, values, y.data());
   std::vector<float> head(64);
-  NuqDecode(row.data(), values, true, L, 64, 64, head.data());
-  for (int i = 0; i < 64; ++i)
-    EXPECT_EQ(head[static_cast<size_t>(i)], y[static_cast<size_t>(64 + i)]);
+  for (int64_t h = 0; h < values / 64; ++h) {
+    NuqDecode(row.data(), values, true, L, 64 * h, 64, head.data());
+    for (int64_t i = 0; i < 64; ++i)
+      EXPECT_EQ(head[static_cast<size_t>(i)], y[static_cast<size_t>(64 * h + i)]) << h << " " << i;
+  }
+  for (int64_t i : {7, 70, 100, 200, 201})
+    EXPECT_EQ(y[static_cast<size_t>(i)], x[static_cast<size_t>(i)]) << i;
 }
 
 TEST(NuqTest, ValueRowsUseTheirOwnRangeAndTheFarthestValuesAsOutliers) {

@@ -35,7 +35,7 @@ int EvalKvMain(const Args& args) {
   std::string model, text_path, baseline = "f32", save_scales;
   int64_t ctx = 256, chunks = 4, threads = 0, kivi_residual = 128, cont = 0;
   int64_t prompts = 8, prompt_tokens = 16, gen_tokens = 32;
-  bool json = false;
+  bool json = false, post_rope = false;
   KvFlags kv;
   FlagParser p(
       "eval kv",
@@ -59,6 +59,8 @@ int EvalKvMain(const Args& args) {
   p.AddInt("gen-tokens", &gen_tokens, "greedy agreement: tokens generated per prompt");
   p.AddInt("threads", &threads, "compute threads (0 = one per core)");
   p.AddBool("json", &json, "print a JSON object");
+  p.AddBool("kvquant-post-rope", &post_rope,
+            "kvquant3 ablation: quantize keys after RoPE instead of before (KVQuant's choice)");
   p.Require("text");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (cont == 0) cont = ctx / 4;
@@ -86,6 +88,7 @@ int EvalKvMain(const Args& args) {
   base_o.kv_cache_dtype = baseline;
   EngineOptions test_o = eo;
   ApplyKvFlags(kv, &test_o);
+  test_o.kvquant_post_rope_keys = post_rope;
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "kvforge: %s\n", s.message().c_str());
     return 1;

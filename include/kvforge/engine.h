@@ -33,6 +33,8 @@ struct EngineOptions {
   bool kv_scales_per_head = false;     // one FP8 scale per KV head instead of per tensor
   int64_t kivi_residual_tokens = 128;  // KIVI: newest tokens kept in f16 (a multiple of 32)
   bool kivi_eager = false;  // KIVI: quantize before the step's attention (simulated quantization)
+  // kvquant3 ablation: quantize keys AFTER RoPE (as every other dtype does) instead of before.
+  bool kvquant_post_rope_keys = false;
   int32_t kv_block_tokens = 16;  // KV block size in tokens
   int64_t prefill_chunk = 512;   // prompt tokens per forward step
   // KV pool size: an explicit byte budget, or a fraction of the RAM available at start minus the

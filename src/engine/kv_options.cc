@@ -28,6 +28,7 @@ KvCacheChoice KvChoiceFrom(const EngineOptions& o) {
   c.block_tokens = o.kv_block_tokens;
   c.kivi_residual = o.kivi_residual_tokens;
   c.kivi_eager = o.kivi_eager;
+  c.kvquant_post_rope_keys = o.kvquant_post_rope_keys;
   return c;
 }
 
@@ -64,6 +65,7 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
                                           kvquant::kKiviGroup * kvquant::kKiviGroup);
   kc.kivi_residual_tokens = choice.kivi_residual;
   kc.kivi_eager = choice.kivi_eager;
+  kc.nuq_post_rope_keys = choice.kvquant_post_rope_keys;
   kc.fp8_per_head = choice.fp8_scales_per_head;
   const bool fp8 = kvquant::IsFp8(s.k_dtype) || kvquant::IsFp8(s.v_dtype);
   if (choice.fp8_scales == "calibrate") {

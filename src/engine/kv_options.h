@@ -25,6 +25,7 @@ struct KvCacheChoice {
   int32_t block_tokens = 16;
   int64_t kivi_residual = 128;
   bool kivi_eager = false;
+  bool kvquant_post_rope_keys = false;
 };
 
 // The choice an EngineOptions / LLMConfig expresses.

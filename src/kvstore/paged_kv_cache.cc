@@ -37,6 +37,7 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
   }
   c->nuq_k_ = kvquant::IsNuq(sc.k_dtype);
   c->nuq_v_ = kvquant::IsNuq(sc.v_dtype);
+  c->nuq_post_rope_ = cfg.nuq_post_rope_keys;
   if (c->nuq_k_ || c->nuq_v_) {
     const int64_t values = static_cast<int64_t>(sc.n_kv_head) * sc.head_dim;
     if (cfg.nuq_calibration) {
@@ -265,7 +266,7 @@ void PagedKvCache::Write(int32_t layer, int64_t seq, int64_t pos0, int64_t n, co
   if (fp8_calibrate_ && !scales_.calibrated(layer))
     scales_.Calibrate(layer, k, v, n, store_->config().head_dim, stride);
   if (nuq_k_ || nuq_v_) {
-    if (nuq_k_) k = PreRopeKeys(pos0, n, k, &stride_k);
+    if (nuq_k_ && !nuq_post_rope_) k = PreRopeKeys(pos0, n, k, &stride_k);
     if (!nuq_.calibrated(layer)) {
       if (nuq_k_) nuq_.Calibrate(layer, k, nullptr, n, stride_k);
       if (nuq_v_) nuq_.Calibrate(layer, nullptr, v, n, stride);
@@ -435,7 +436,7 @@ kernels::KvPageView PagedKvCache::KeyView(int32_t layer, int64_t seq) const {
   v.scales = scales_.key(layer);
   if (nuq_k_) {
     v.nuq = &nuq_.key(layer);
-    v.rope = rope_.get();
+    v.rope = nuq_post_rope_ ? nullptr : rope_.get();
     v.nuq_key = true;
   }
   if (kivi_k_) AttachWindow(kivi_.at(seq).k[static_cast<size_t>(layer)], &v);

@@ -42,6 +42,9 @@ struct PagedKvCacheConfig {
   bool fp8_per_head = false;
   // kvquant3: a loaded calibration wins; otherwise each layer calibrates on its first batch.
   std::optional<kvquant::NuqCalibration> nuq_calibration;
+  // kvquant3 ablation: quantize keys after RoPE, like every other dtype (KVQuant's point is that
+  // pre-RoPE keys have stable per-channel ranges; this measures it).
+  bool nuq_post_rope_keys = false;
   // The model's RoPE, needed by kvquant3 keys (stored before RoPE, rotated after decoding).
   struct Rope {
     int32_t rot_dim = 0;  // 0: head_dim
@@ -175,7 +178,7 @@ class PagedKvCache final : public KvAccess {
   std::unordered_map<int64_t, KiviSeq> kivi_;
   // kvquant3: calibration, RoPE angles for keys, and scratch for pre-RoPE key rows.
   kvquant::NuqCalibration nuq_;
-  bool nuq_k_ = false, nuq_v_ = false;
+  bool nuq_k_ = false, nuq_v_ = false, nuq_post_rope_ = false;
   std::unique_ptr<kvquant::RopeTable> rope_;
   std::vector<float> pre_rope_;
   std::unique_ptr<kvmeta::PrefixCache> prefix_;  // after mgr_: destroyed before the pool

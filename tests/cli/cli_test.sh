@@ -159,6 +159,7 @@ check "run kvquant3 kv" 0 "$KVF" run --prompt "Once upon a time" --temperature 0
 contains "kvquant3 log" "$TMP/err" "kvquant3 calibrated on"
 check "eval kv kvquant3 save" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --kv-dtype kvquant3 --kv-scales calibrate --ctx 64 --chunks 1 --prompts 1 --gen-tokens 8 --json --save-kv-scales "$TMP/kq3.txt"
 contains "kvquant3 calibration file" "$TMP/kq3.txt" "kvforge-kvquant-calib 1"
+check "eval kv kvquant3 post-rope ablation" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --kv-dtype kvquant3 --kvquant-post-rope --ctx 64 --chunks 1 --prompts 1 --gen-tokens 8 --json
 check "run kvquant3 loaded" 0 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype kvquant3 --kv-scales "$TMP/kq3.txt"
 contains "kvquant3 loaded log" "$TMP/err" "kvquant3 calibration loaded from a file"
 check "run kvquant3 bad file" 1 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype kvquant3 --kv-scales "$TMP/nope.txt"

@@ -25,6 +25,7 @@ struct KvCacheChoice {
   int32_t block_tokens = 16;
   int64_t kivi_residual = 128;
   bool kivi_eager = false;
+  bool turbo_qjl = false;  // turbo keys only (kvquant/turbo.h)
 };
 
 // The choice an EngineOptions / LLMConfig expresses.

@@ -13,6 +13,10 @@
 
 #include "kvquant/kv_dtype.h"
 
+namespace kvforge::kvquant {
+struct TurboSpec;
+}  // namespace kvforge::kvquant
+
 namespace kvforge::kernels {
 
 // Weight formats the matmul kernels accept (a subset of tensor::DType, same numeric ids).
@@ -84,6 +88,8 @@ struct KvPageView {
   const uint8_t* recent = nullptr;
   size_t recent_stride = 0;
   int64_t recent_begin = INT64_MAX;
+  // turbo3 / turbo4: rotation, codebook and (keys with QJL) sketch; never null for those dtypes.
+  const kvquant::TurboSpec* turbo = nullptr;
 
   // The row holding token p (for row_tokens > 1 the token is p % row_tokens inside it).
   const uint8_t* Token(int64_t p) const {

@@ -8,6 +8,7 @@
 #include "kernels/kernels_common.h"
 #include "kvquant/kivi.h"
 #include "kvquant/row_codec.h"
+#include "kvquant/turbo.h"
 #include "tensor/dequant.h"
 #include "tensor/quant_blocks.h"
 
@@ -77,6 +78,10 @@ void DecodeKvHeadRef(const KvPageView& v, int64_t p, int32_t kvh, float* out) {
   if (v.row_tokens > 1) {  // KIVI key group row
     kvquant::KiviDecodeKeyToken(row, (p % v.block_tokens) % v.row_tokens, v.row_values,
                                 kvquant::KiviBits(v.dtype), begin, v.head_dim, out);
+    return;
+  }
+  if (v.turbo != nullptr) {  // turbo3 / turbo4: the spec (QJL or not) travels with the view
+    kvquant::TurboDecodeHead(*v.turbo, row, v.row_values / v.head_dim, kvh, out);
     return;
   }
   // fp8 scales are per head; DecodeRowValues indexes them by element / head_dim.

@@ -12,7 +12,11 @@
 //   q8_0: blocks of 32 values = 32 int8 + f16 scale = 34 B; q4_0: 16 B of nibbles + f16 = 18 B;
 //   kivi2 / kivi4 (KIVI, arXiv 2402.02750): 2- or 4-bit codes plus an f16 scale and f16 zero
 //     point per group of G = 32 (keys grouped per channel over G tokens, values per token over G
-//     channels), and a residual window of the most recent R = 128 tokens kept in f16.
+//     channels), and a residual window of the most recent R = 128 tokens kept in f16;
+//   turbo3 / turbo4 (TurboQuant-mse, kvquant/turbo.h): b-bit codes per value plus an f16 norm per
+//     token per head (b + 16/d bits/value); turbo keys with turbo_qjl: (b-1)-bit codes, 1 sign bit
+//     per value and two f16 norms per head (b + 32/d). Codes and signs are bit streams over the
+//     row, each padded to a whole byte. Needs head_dim >= 2.
 //
 // Rows (see docs/kv_cache.md and docs/adr/0002-kv-block-layout.md):
 //   row    = the smallest unit a codec writes on its own: one token (all KV heads, scales inline)
@@ -81,6 +85,8 @@ struct KvLayoutConfig {
   Fp8ScaleGranularity fp8_scales = Fp8ScaleGranularity::kPerTensor;  // f32 scales
   int64_t kivi_group = 32;                                           // G
   int64_t kivi_residual_tokens = 128;                                // R, a multiple of G
+  // turbo KEYS: TurboQuant-prod format (QJL sketch of the residual); values never use it.
+  bool turbo_qjl = false;
 };
 
 enum class KvStreamKind : uint8_t { kKey, kValue, kLatent };

@@ -33,7 +33,8 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
   }
   if (!c->kivi_k_) {
     KVF_ASSIGN_OR_RETURN(c->k_codec_,
-                         kvquant::RowCodec::Create(sc.k_dtype, sc.n_kv_head, sc.head_dim));
+                         kvquant::RowCodec::Create(sc.k_dtype, sc.n_kv_head, sc.head_dim,
+                                                   /*turbo_qjl=*/sc.turbo_qjl));
   }
   // KIVI values use the per-token row codec too (groups of 32 channels).
   KVF_ASSIGN_OR_RETURN(c->v_codec_,

@@ -77,5 +77,7 @@ KV_ATTN(q8_0, KvDtype::kQ8_0);
 KV_ATTN(q4_0, KvDtype::kQ4_0);
 KV_ATTN(kivi4, KvDtype::kKivi4);
 KV_ATTN(kivi2, KvDtype::kKivi2);
+KV_ATTN(turbo4, KvDtype::kTurbo4);
+KV_ATTN(turbo3, KvDtype::kTurbo3);
 
 }  // namespace

@@ -78,5 +78,7 @@ KV_ATTN(q4_0, KvDtype::kQ4_0);
 KV_ATTN(kivi4, KvDtype::kKivi4);
 KV_ATTN(kivi2, KvDtype::kKivi2);
 KV_ATTN(kvquant3, KvDtype::kKvQuant3);
+KV_ATTN(turbo4, KvDtype::kTurbo4);
+KV_ATTN(turbo3, KvDtype::kTurbo3);
 
 }  // namespace

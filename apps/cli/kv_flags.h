@@ -1,6 +1,7 @@
 // kv_flags.h — the KV-cache dtype flags shared by run, serve, bench latency and eval:
 //   --kv-dtype T (vLLM's --kv-cache-dtype), --kv-dtype-k / --kv-dtype-v (llama.cpp -ctk / -ctv),
-//   --kv-scales (FP8: "calibrate" or a scales file), --kv-scales-per-head.
+//   --kv-scales (FP8: "calibrate" or a scales file), --kv-scales-per-head, --kv-turbo-qjl (turbo
+//   keys in the TurboQuant-prod format).
 #pragma once
 
 #include <string>
@@ -16,6 +17,7 @@ struct KvFlags {
   std::string k_dtype, v_dtype;
   std::string scales;
   bool scales_per_head = false;
+  bool turbo_qjl = false;
 };
 
 void AddKvFlags(FlagParser& p, KvFlags* f);

@@ -23,7 +23,7 @@ struct EngineOptions {
   int64_t max_context = 0;  // 0: the model's training context, capped at 8192
   bool kv_f16 = true;       // KV cache element type for kv_cache_dtype "auto": f16 or f32
   // KV cache element type, engine-wide (vLLM's kv_cache_dtype; docs/kv_quantization.md): "auto",
-  // f32, f16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, int8, q8_0, q4_0, kivi2, kivi4.
+  // f32, f16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, int8, q8_0, q4_0, kivi2, kivi4, turbo3, turbo4.
   std::string kv_cache_dtype = "auto";
   std::string kv_cache_dtype_k, kv_cache_dtype_v;  // separate K / V types; empty: kv_cache_dtype
   // FP8 scales: "" (1.0), "calibrate" (amax of the first batch / 200 for K, / 100 for V, as
@@ -35,6 +35,7 @@ struct EngineOptions {
   bool kivi_eager = false;  // KIVI: quantize before the step's attention (simulated quantization)
   // kvquant3 ablation: quantize keys AFTER RoPE (as every other dtype does) instead of before.
   bool kvquant_post_rope_keys = false;
+  bool kv_turbo_qjl = false;  // turbo3/turbo4 KEYS: TurboQuant-prod (QJL residual sketch)
   int32_t kv_block_tokens = 16;  // KV block size in tokens
   int64_t prefill_chunk = 512;   // prompt tokens per forward step
   // KV pool size: an explicit byte budget, or a fraction of the RAM available at start minus the

@@ -43,6 +43,7 @@ struct LLMConfig {
   std::string kv_cache_dtype = "auto";    // as EngineOptions::kv_cache_dtype (vLLM's flag)
   std::string kv_cache_dtype_k, kv_cache_dtype_v;  // separate K / V types; empty: kv_cache_dtype
   std::string kv_scales;                           // FP8 scales: "", "calibrate" or a scales file
+  bool kv_turbo_qjl = false;  // turbo3/turbo4 KEYS: TurboQuant-prod (QJL residual sketch)
   bool chunked_prefill = true;
   // Caps each prefill chunk (0: only the token budget caps it), so a long prompt joins the running
   // decodes in slices and their inter-token latency stays bounded (vLLM's flag of the same name).

@@ -3,6 +3,7 @@
 #include "base/strings.h"
 #include "kvquant/kivi.h"
 #include "kvquant/nuq_calibration.h"
+#include "kvquant/turbo.h"
 
 namespace kvforge::engine {
 
@@ -29,6 +30,7 @@ KvCacheChoice KvChoiceFrom(const EngineOptions& o) {
   c.kivi_residual = o.kivi_residual_tokens;
   c.kivi_eager = o.kivi_eager;
   c.kvquant_post_rope_keys = o.kvquant_post_rope_keys;
+  c.turbo_qjl = o.kv_turbo_qjl;
   return c;
 }
 
@@ -40,6 +42,7 @@ KvCacheChoice KvChoiceFrom(const LLMConfig& l) {
   c.kv_f16 = l.kv_f16;
   c.fp8_scales = l.kv_scales;
   c.block_tokens = l.block_size;
+  c.turbo_qjl = l.kv_turbo_qjl;
   return c;
 }
 
@@ -60,6 +63,7 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
     KVF_ASSIGN_OR_RETURN(s.v_dtype, Resolve(choice.v_dtype, choice));
   }
   s.block_tokens = choice.block_tokens;
+  s.turbo_qjl = choice.turbo_qjl && kvquant::IsTurbo(s.k_dtype);
   if (kvquant::IsKivi(s.k_dtype) && s.block_tokens % kvquant::kKiviGroup != 0)
     s.block_tokens = static_cast<int32_t>((s.block_tokens + kvquant::kKiviGroup - 1) /
                                           kvquant::kKiviGroup * kvquant::kKiviGroup);
@@ -116,8 +120,10 @@ int64_t KvBytesPerToken(const kvstore::PagedKvCacheConfig& kc) {
 }
 
 std::string KvDtypeLabel(const kvstore::KvStoreConfig& sc) {
-  if (sc.k_dtype == sc.v_dtype) return std::string(kvquant::KvDtypeName(sc.k_dtype));
-  return "k=" + std::string(kvquant::KvDtypeName(sc.k_dtype)) +
+  // QJL keys are another format than the values' turbo rows: "k=turbo4+qjl,v=turbo4".
+  const bool qjl = sc.turbo_qjl && kvquant::IsTurbo(sc.k_dtype);
+  if (sc.k_dtype == sc.v_dtype && !qjl) return std::string(kvquant::KvDtypeName(sc.k_dtype));
+  return "k=" + std::string(kvquant::KvDtypeName(sc.k_dtype)) + (qjl ? "+qjl" : "") +
          ",v=" + std::string(kvquant::KvDtypeName(sc.v_dtype));
 }
 
@@ -138,6 +144,9 @@ std::string DescribeKvCache(const kvstore::PagedKvCache& cache) {
     extra += base::StrFormat(", kvquant3 calibration %s", cache.nuq_calibration().calibrated(0)
                                                               ? "loaded from a file"
                                                               : "fitted on text");
+  if (kvquant::IsTurbo(sc.k_dtype) || kvquant::IsTurbo(sc.v_dtype))
+    extra += base::StrFormat(", turbo format v%d%s", kvquant::kTurboFormatVersion,
+                             sc.turbo_qjl ? " (K: QJL residual sketch)" : "");
   if (cache.has_sequence_state())
     extra += base::StrFormat(
         ", KIVI f16 window outside the blocks: up to %lld B per sequence",

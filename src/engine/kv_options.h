@@ -26,6 +26,7 @@ struct KvCacheChoice {
   int64_t kivi_residual = 128;
   bool kivi_eager = false;
   bool kvquant_post_rope_keys = false;
+  bool turbo_qjl = false;  // turbo keys only (kvquant/turbo.h)
 };
 
 // The choice an EngineOptions / LLMConfig expresses.

@@ -361,6 +361,9 @@ void WithFormat(KvDtype d, Fn&& fn) {
       return fn.template operator()<FmtKiviV<4>>();
     case KvDtype::kKvQuant3:  // never fused (FusedOk)
       return;
+    case KvDtype::kTurbo3:
+    case KvDtype::kTurbo4:
+      return;  // never fused (FusedOk): TurboScoresAvx2 / TurboValuesAvx2
   }
 }
 
@@ -397,6 +400,7 @@ void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_e
   const bool simd = hd % 8 == 0;
   const bool k_fused = simd && FusedOk(a.k), v_fused = simd && FusedOk(a.v);
   const bool k_kivi = simd && a.k.row_tokens > 1;
+  const bool k_turbo = simd && a.k.turbo != nullptr, v_turbo = simd && a.v.turbo != nullptr;
   // One tile of decoded rows per thread, reused across calls (kTile x head_dim floats).
   thread_local std::vector<float> tile_buf;
   if (tile_buf.size() < static_cast<size_t>(kTile * hd))
@@ -409,7 +413,9 @@ void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_e
     const int64_t v_paged = std::min(n_kv, a.v.recent_begin);
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
       const float* q0 = a.q + i * a.q_stride + static_cast<int64_t>(kvh) * group * hd;
-      if (k_kivi) {
+      if (k_turbo) {
+        TurboScoresAvx2(a, kvh, q0, group, k_paged, n_kv, scratch);
+      } else if (k_kivi) {
         if (a.k.dtype == KvDtype::kKivi2) {
           ScoresKiviKeys<2>(a, kvh, q0, group, k_paged, n_kv, scratch);
         } else {
@@ -431,7 +437,9 @@ void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_e
       for (int32_t g = 0; g < group; ++g) SoftmaxAvx2(scratch + g * n_kv, n_kv);
       float* o0 = a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;
       for (int32_t g = 0; g < group; ++g) std::fill(o0 + g * hd, o0 + (g + 1) * hd, 0.0f);
-      if (v_fused) {
+      if (v_turbo) {
+        TurboValuesAvx2(a, kvh, group, v_paged, n_kv, scratch, o0);
+      } else if (v_fused) {
         for (int32_t g = 0; g < group; ++g)
           WithFormat(a.v.dtype, [&]<class F>() {
             ValuesFused<F>(a.v, kvh, hd, v_paged, scratch + g * n_kv, o0 + g * hd);

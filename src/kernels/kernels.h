@@ -16,6 +16,7 @@
 namespace kvforge::kvquant {
 struct NuqLayer;
 class RopeTable;
+struct TurboSpec;
 }  // namespace kvforge::kvquant
 
 namespace kvforge::kernels {
@@ -94,6 +95,8 @@ struct KvPageView {
   const kvquant::NuqLayer* nuq = nullptr;
   const kvquant::RopeTable* rope = nullptr;
   bool nuq_key = false;
+  // turbo3 / turbo4: rotation, codebook and (keys with QJL) sketch; never null for those dtypes.
+  const kvquant::TurboSpec* turbo = nullptr;
 
   // The row holding token p (for row_tokens > 1 the token is p % row_tokens inside it).
   const uint8_t* Token(int64_t p) const {

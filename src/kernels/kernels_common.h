@@ -52,5 +52,13 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
 // dequantizes tiles of at most 32 tokens of one KV head into a small buffer
 // (attention_quant_avx2.cc).
 void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);
+// TurboQuant views (attention_turbo_avx2.cc; head_dim a multiple of 8), used by
+// AttentionQuantAvx2 for one KV head kvh and its `group` query heads q0[group][head_dim]:
+// scores (times a.scale) of positions [0, end) into scratch[g * n_kv + p], and the softmax-weighted
+// sum of V rows [0, end) with weights scratch[g * n_kv + p], added to o0[group][head_dim].
+void TurboScoresAvx2(const AttentionArgs& a, int32_t kvh, const float* q0, int32_t group,
+                     int64_t end, int64_t n_kv, float* scratch);
+void TurboValuesAvx2(const AttentionArgs& a, int32_t kvh, int32_t group, int64_t end, int64_t n_kv,
+                     const float* scratch, float* o0);
 
 }  // namespace kvforge::kernels::internal

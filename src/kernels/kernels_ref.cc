@@ -9,6 +9,7 @@
 #include "kvquant/kivi.h"
 #include "kvquant/nuq.h"
 #include "kvquant/row_codec.h"
+#include "kvquant/turbo.h"
 #include "tensor/dequant.h"
 #include "tensor/quant_blocks.h"
 
@@ -82,6 +83,10 @@ void DecodeKvHeadRef(const KvPageView& v, int64_t p, int32_t kvh, float* out) {
   }
   if (kvquant::IsNuq(v.dtype)) {
     kvquant::NuqDecode(row, v.row_values, v.nuq_key, *v.nuq, begin, v.head_dim, out, v.rope, p);
+    return;
+  }
+  if (v.turbo != nullptr) {  // turbo3 / turbo4: the spec (QJL or not) travels with the view
+    kvquant::TurboDecodeHead(*v.turbo, row, v.row_values / v.head_dim, kvh, out);
     return;
   }
   // fp8 scales are per head; DecodeRowValues indexes them by element / head_dim.

@@ -19,6 +19,7 @@
 #include "kvquant/kivi.h"
 #include "kvquant/nuq.h"
 #include "kvquant/row_codec.h"
+#include "kvquant/turbo.h"
 
 namespace kvforge::kernels::internal {
 
@@ -138,6 +139,10 @@ static inline void DecodeRowHead(const KvPageView& v, const uint8_t* row, int32_
         return;
       }
       break;
+    case KvDtype::kTurbo3:
+    case KvDtype::kTurbo4:
+      // Only head widths the fused turbo kernel cannot take (not a multiple of 8) get here.
+      return kvquant::TurboDecodeHead(*v.turbo, row, v.row_values / hd, kvh, out);
     default:
       break;
   }
@@ -392,6 +397,9 @@ inline bool FusedOk(const KvPageView& v) {
       return v.head_dim % 32 == 0;
     case KvDtype::kKvQuant3:  // sparse outliers and (keys) RoPE after decoding: tiles
       return false;
+    case KvDtype::kTurbo3:
+    case KvDtype::kTurbo4:
+      return false;  // rotated-domain kernel (attention_turbo_avx2.cc), not a per-value loader
     default:
       return true;
   }

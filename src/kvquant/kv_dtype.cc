@@ -12,10 +12,11 @@ struct DtypeName {
 };
 
 constexpr DtypeName kDtypeNames[] = {
-    {"f32", KvDtype::kF32},          {"f16", KvDtype::kF16},           {"bf16", KvDtype::kBf16},
-    {"fp8_e4m3", KvDtype::kFp8E4M3}, {"fp8_e5m2", KvDtype::kFp8E5M2},  {"int8", KvDtype::kInt8},
-    {"q8_0", KvDtype::kQ8_0},        {"q4_0", KvDtype::kQ4_0},         {"kivi2", KvDtype::kKivi2},
-    {"kivi4", KvDtype::kKivi4},      {"kvquant3", KvDtype::kKvQuant3},
+    {"f32", KvDtype::kF32},          {"f16", KvDtype::kF16},          {"bf16", KvDtype::kBf16},
+    {"fp8_e4m3", KvDtype::kFp8E4M3}, {"fp8_e5m2", KvDtype::kFp8E5M2}, {"int8", KvDtype::kInt8},
+    {"q8_0", KvDtype::kQ8_0},        {"q4_0", KvDtype::kQ4_0},        {"kivi2", KvDtype::kKivi2},
+    {"kivi4", KvDtype::kKivi4},      {"turbo3", KvDtype::kTurbo3},    {"turbo4", KvDtype::kTurbo4},
+    {"kvquant3", KvDtype::kKvQuant3},
 };
 
 constexpr DtypeName kDtypeAliases[] = {
@@ -61,6 +62,12 @@ bool IsFp8(KvDtype dtype) { return dtype == KvDtype::kFp8E4M3 || dtype == KvDtyp
 bool IsNuq(KvDtype dtype) { return dtype == KvDtype::kKvQuant3; }
 bool IsFloat(KvDtype dtype) {
   return dtype == KvDtype::kF32 || dtype == KvDtype::kF16 || dtype == KvDtype::kBf16;
+}
+bool IsTurbo(KvDtype dtype) { return dtype == KvDtype::kTurbo3 || dtype == KvDtype::kTurbo4; }
+int TurboBits(KvDtype dtype) {
+  if (dtype == KvDtype::kTurbo3) return 3;
+  if (dtype == KvDtype::kTurbo4) return 4;
+  return 0;
 }
 int KiviBits(KvDtype dtype) {
   if (dtype == KvDtype::kKivi2) return 2;

@@ -24,10 +24,12 @@ enum class KvDtype : uint8_t {
   kKivi2,
   kKivi4,
   kKvQuant3,  // KVQuant nuq3 with 1% sparse outliers (nuq.h)
+  kTurbo3,
+  kTurbo4,
 };
 
 // Canonical name: "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "q8_0", "q4_0",
-// "kivi2", "kivi4", "kvquant3".
+// "kivi2", "kivi4", "kvquant3", "turbo3", "turbo4".
 std::string_view KvDtypeName(KvDtype dtype);
 // Accepts the canonical names plus the aliases "fp32", "fp16", "half", "bfloat16", "fp8" (=
 // fp8_e4m3), "e4m3", "e5m2"; case-insensitive.
@@ -42,5 +44,8 @@ bool IsNuq(KvDtype dtype);
 bool IsFloat(KvDtype dtype);
 // Code bits per value for KIVI (2 or 4); 0 for other dtypes.
 int KiviBits(KvDtype dtype);
+// TurboQuant rows (kvquant/turbo.h): nominal bits per value (3 or 4); 0 for other dtypes.
+bool IsTurbo(KvDtype dtype);
+int TurboBits(KvDtype dtype);
 
 }  // namespace kvforge::kvquant

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "base/check.h"
 #include "base/fp16.h"
@@ -53,7 +54,8 @@ void QuantizeBlockQ4_0(const float* x, uint8_t* dst) {
   }
 }
 
-Result<RowCodec> RowCodec::Create(KvDtype dtype, int64_t n_heads, int64_t head_dim, bool key) {
+Result<RowCodec> RowCodec::Create(KvDtype dtype, int64_t n_heads, int64_t head_dim, bool key,
+                                  bool turbo_qjl) {
   if (n_heads < 1 || head_dim < 1 || n_heads > (1 << 20) || head_dim > (1 << 20))
     return Status::InvalidArgument(base::StrFormat("row codec: bad shape %lld heads x %lld",
                                                    (long long)n_heads, (long long)head_dim));
@@ -100,6 +102,13 @@ Result<RowCodec> RowCodec::Create(KvDtype dtype, int64_t n_heads, int64_t head_d
             (long long)v));
       c.row_bytes_ = NuqRowBytes(v, key);
       break;
+    case KvDtype::kTurbo3:
+    case KvDtype::kTurbo4: {
+      KVF_ASSIGN_OR_RETURN(c.turbo_, TurboFor(TurboBits(dtype), head_dim, turbo_qjl));
+      c.turbo_qjl_ = turbo_qjl;
+      c.row_bytes_ = TurboRowBytes(*c.turbo_, n_heads);
+      break;
+    }
   }
   return c;
 }
@@ -164,16 +173,20 @@ void RowCodec::Encode(const float* x, uint8_t* dst, const float* fp8_scales) con
     case KvDtype::kKvQuant3:
       KVF_CHECK_MSG(false, "kvquant3 rows need a calibration: encode with NuqEncode*Row");
       return;
+    case KvDtype::kTurbo3:
+    case KvDtype::kTurbo4:
+      TurboEncodeRow(*turbo_, x, n_heads_, dst);
+      return;
   }
 }
 
 void RowCodec::Decode(const uint8_t* src, int64_t begin, int64_t count, float* out,
                       const float* fp8_scales) const {
-  DecodeRowValues(dtype_, head_dim_, values(), src, begin, count, out, fp8_scales);
+  DecodeRowValues(dtype_, head_dim_, values(), src, begin, count, out, fp8_scales, turbo_qjl_);
 }
 
 void DecodeRowValues(KvDtype dtype, int64_t head_dim, int64_t v, const uint8_t* src, int64_t begin,
-                     int64_t count, float* out, const float* fp8_scales) {
+                     int64_t count, float* out, const float* fp8_scales, bool turbo_qjl) {
   switch (dtype) {
     case KvDtype::kF32:
       std::memcpy(out, src + 4 * begin, static_cast<size_t>(count) * 4);
@@ -231,6 +244,24 @@ void DecodeRowValues(KvDtype dtype, int64_t head_dim, int64_t v, const uint8_t* 
     case KvDtype::kKvQuant3:
       KVF_CHECK_MSG(false, "kvquant3 rows need a calibration: decode with NuqDecode");
       return;
+    case KvDtype::kTurbo3:
+    case KvDtype::kTurbo4: {
+      Result<const TurboSpec*> spec = TurboFor(TurboBits(dtype), head_dim, turbo_qjl);
+      if (!spec.ok()) {  // a shape RowCodec::Create would have rejected: nothing was encoded
+        std::fill(out, out + count, 0.0f);
+        return;
+      }
+      std::vector<float> head(static_cast<size_t>(head_dim));
+      for (int64_t i = 0; i < count;) {
+        const int64_t e = begin + i;
+        const int64_t h = e / head_dim, off = e % head_dim;
+        const int64_t n = std::min(count - i, head_dim - off);
+        TurboDecodeHead(**spec, src, v / head_dim, h, head.data());
+        std::copy(head.begin() + off, head.begin() + off + n, out + i);
+        i += n;
+      }
+      return;
+    }
   }
 }
 

@@ -19,6 +19,11 @@
 //                    token's center and radius. Encoding and decoding need the cache's
 //                    calibration, so Encode / Decode / DecodeRowValues refuse this dtype (use
 //                    NuqEncodeKeyRow / NuqEncodeValueRow / NuqDecode).
+//   turbo3, turbo4   TurboQuant-mse per head (turbo.h): all heads' b-bit codes of the rotated unit
+//                    vector as one bit stream, then one f16 norm per head (b + 16/d bits/value:
+//                    turbo4 at d = 64 is 4.25). With turbo_qjl (keys): (b-1)-bit codes, then the
+//                    heads' d-bit QJL sign streams, then per head f16 ||x|| and f16 ||residual||
+//                    (b + 32/d bits/value).
 // Blocks and groups of 32 run along the whole row, as in llama.cpp, so they may span heads when
 // head_dim < 32; the row width must be a multiple of 32 for q8_0, q4_0 and KIVI.
 // Rounding helpers divide, as the formulas say; encoders take the row's floats and write exactly
@@ -29,15 +34,17 @@
 
 #include "kvforge/status.h"
 #include "kvquant/kv_dtype.h"
+#include "kvquant/turbo.h"
 
 namespace kvforge::kvquant {
 
 class RowCodec {
  public:
   // InvalidArgument for non-positive shapes or a row width that splits a 32-value block.
-  // `key`: the row is a K row (kvquant3 sizes K and V rows differently).
+  // `key`: the row is a K row (kvquant3 sizes K and V rows differently). turbo_qjl: turbo
+  // dtypes only, the TurboQuant-prod key format (turbo.h).
   static Result<RowCodec> Create(KvDtype dtype, int64_t n_heads, int64_t head_dim,
-                                 bool key = false);
+                                 bool key = false, bool turbo_qjl = false);
 
   KvDtype dtype() const { return dtype_; }
   int64_t n_heads() const { return n_heads_; }
@@ -58,12 +65,17 @@ class RowCodec {
   int64_t n_heads_ = 0;
   int64_t head_dim_ = 0;
   int64_t row_bytes_ = 0;
+  bool turbo_qjl_ = false;
+  const TurboSpec* turbo_ = nullptr;  // turbo dtypes (registry-owned)
 };
 
 // Decodes values [begin, begin + count) of one encoded row of `values` values (heads of head_dim)
 // without building a RowCodec: what RowCodec::Decode and the reference attention kernel run.
+// Turbo rows decode whole heads (the rotation mixes a head's values) and return the slice asked
+// for; turbo_qjl says whether they are in the QJL key format.
 void DecodeRowValues(KvDtype dtype, int64_t head_dim, int64_t values, const uint8_t* src,
-                     int64_t begin, int64_t count, float* out, const float* fp8_scales);
+                     int64_t begin, int64_t count, float* out, const float* fp8_scales,
+                     bool turbo_qjl = false);
 
 // Stand-alone llama.cpp block quantizers (32 values), used by RowCodec and by tests.
 void QuantizeBlockQ8_0(const float* x, uint8_t* dst /* 34 bytes */);

@@ -139,6 +139,13 @@ std::string MetadataLine(const KvCalcReport& r, const KvCalcVariant& v) {
         LL(scales), 100.0 * static_cast<double>(scales) / total, LL(residual),
         100.0 * static_cast<double>(residual) / total);
   }
+  if (kvquant::IsTurbo(dtype)) {
+    const int64_t norms = batch * v.sequence_bytes.scale_bytes;
+    return StrFormat(
+        "one f16 norm per token per KV head (TurboQuant; the rotation and codebook are fixed, not "
+        "stored): %lld bytes (%.3g%% of the total), included",
+        LL(norms), 100.0 * static_cast<double>(norms) / total);
+  }
   if (dtype == KvDtype::kInt8 || dtype == KvDtype::kQ8_0 || dtype == KvDtype::kQ4_0) {
     const int64_t scales = batch * v.sequence_bytes.scale_bytes;
     const char* what = dtype == KvDtype::kInt8 ? "one f16 scale per token per KV head"

@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "base/strings.h"
 #include "kvquant/nuq.h"
+#include "kvquant/turbo.h"
 
 namespace kvforge::kvstore {
 namespace {
@@ -121,6 +122,27 @@ Status SizeStream(const KvLayoutConfig& cfg, int64_t dim, KvStream* s, Checked* 
       s->row_scale_bytes = kvquant::NuqScaleBytes(v, key);
       // Per layer: the f32 lookup table, and for keys an f32 center and radius per channel.
       s->fixed_bytes = c->Add(kvquant::kNuqLevels * kF32Bytes, key ? c->Mul(v, 2 * kF32Bytes) : 0);
+      break;
+    }
+    case KvDtype::kTurbo3:
+    case KvDtype::kTurbo4: {
+      // Per head, whatever groups_along_row says: the rotation works on one head's d values.
+      const int64_t head = s->kind == KvStreamKind::kLatent ? v : v / s->heads;
+      if (head < kvquant::kTurboMinHeadDim || head > kvquant::kTurboMaxHeadDim) {
+        return Invalid(base::StrFormat("%s needs a head width in [%lld, %lld], got %lld",
+                                       std::string(KvDtypeName(dtype)).c_str(),
+                                       static_cast<long long>(kvquant::kTurboMinHeadDim),
+                                       static_cast<long long>(kvquant::kTurboMaxHeadDim),
+                                       static_cast<long long>(head)));
+      }
+      const bool qjl = cfg.turbo_qjl && s->kind == KvStreamKind::kKey;
+      const int64_t code_bits = kvquant::TurboBits(dtype) - (qjl ? 1 : 0);
+      // Codes, then (QJL) one sign bit per value: two bit streams, each padded to a byte.
+      s->row_code_bytes = c->Add(c->Mul(v, code_bits), 7) / 8;
+      if (qjl) s->row_code_bytes = c->Add(s->row_code_bytes, c->Add(v, 7) / 8);
+      // f16 norm per head (and f16 residual norm with QJL).
+      const int64_t heads = s->kind == KvStreamKind::kLatent ? 1 : s->heads;
+      s->row_scale_bytes = c->Mul(heads, qjl ? 2 * kF16Bytes : kF16Bytes);
       break;
     }
   }

@@ -17,6 +17,11 @@
 //     channel, f16 value; 2% of a key row, 1% of a value row), a value row's f16 center and
 //     radius; per layer (FixedBytes) an f32 8-entry table per stream and the keys' f32
 //     per-channel center and radius.
+//     channels), and a residual window of the most recent R = 128 tokens kept in f16;
+//   turbo3 / turbo4 (TurboQuant-mse, kvquant/turbo.h): b-bit codes per value plus an f16 norm per
+//     token per head (b + 16/d bits/value); turbo keys with turbo_qjl: (b-1)-bit codes, 1 sign bit
+//     per value and two f16 norms per head (b + 32/d). Codes and signs are bit streams over the
+//     row, each padded to a whole byte. Needs head_dim >= 2.
 //
 // Rows (see docs/kv_cache.md and docs/adr/0002-kv-block-layout.md):
 //   row    = the smallest unit a codec writes on its own: one token (all KV heads, scales inline)
@@ -85,6 +90,8 @@ struct KvLayoutConfig {
   Fp8ScaleGranularity fp8_scales = Fp8ScaleGranularity::kPerTensor;  // f32 scales
   int64_t kivi_group = 32;                                           // G
   int64_t kivi_residual_tokens = 128;                                // R, a multiple of G
+  // turbo KEYS: TurboQuant-prod format (QJL sketch of the residual); values never use it.
+  bool turbo_qjl = false;
 };
 
 enum class KvStreamKind : uint8_t { kKey, kValue, kLatent };

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/strings.h"
+#include "kvquant/turbo.h"
 
 namespace kvforge::kvstore {
 
@@ -18,6 +19,7 @@ KvLayoutConfig StoreLayoutConfig(const KvStoreConfig& cfg) {
   lc.groups_along_row = true;
   lc.block_tokens = cfg.block_tokens;
   lc.row_align_bytes = cfg.row_align_bytes;
+  lc.turbo_qjl = cfg.turbo_qjl;
   return lc;
 }
 
@@ -31,6 +33,12 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& cfg) {
     return Status::InvalidArgument("KV store: too many blocks");
   KVF_ASSIGN_OR_RETURN(KvLayout layout, KvLayout::Create(StoreLayoutConfig(cfg)));
   std::unique_ptr<KvStore> s(new KvStore(cfg, std::move(layout)));
+  for (int k = 0; k < 2; ++k) {
+    const KvDtype d = k == 0 ? cfg.k_dtype : cfg.v_dtype;
+    if (!kvquant::IsTurbo(d)) continue;
+    KVF_ASSIGN_OR_RETURN(s->turbo_[k], kvquant::TurboFor(kvquant::TurboBits(d), cfg.head_dim,
+                                                         /*qjl=*/k == 0 && cfg.turbo_qjl));
+  }
   long double total = 0;
   size_t offset = 0;
   for (int k = 0; k < 2; ++k) {
@@ -68,6 +76,7 @@ kernels::KvPageView KvStore::View(KvKind kind, int32_t layer, const int32_t* tab
   const KvDtype d = dtype(kind);
   const size_t elt = d == KvDtype::kF32 ? 4 : (kvquant::IsFloat(d) ? 2 : 1);
   v.head_stride = static_cast<size_t>(cfg_.head_dim) * elt;
+  v.turbo = turbo_[k];
   return v;
 }
 

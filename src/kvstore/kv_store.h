@@ -31,6 +31,7 @@ struct KvStoreConfig {
   KvDtype k_dtype = KvDtype::kF16;  // element type of K: f16 (default, as llama.cpp), f32, ...
   KvDtype v_dtype = KvDtype::kF16;
   int64_t row_align_bytes = 64;  // power of two; 1 packs rows
+  bool turbo_qjl = false;        // turbo K: TurboQuant-prod (QJL residual sketch), kvquant/turbo.h
 };
 
 enum class KvKind { kKey = 0, kValue = 1 };
@@ -87,6 +88,7 @@ class KvStore {
   size_t piece_bytes_[2] = {0, 0};    // one block of one layer: rows_per_block x row_stride
   size_t region_bytes_[2] = {0, 0};   // one layer: num_blocks x piece, 64-aligned
   size_t region_offset_[2] = {0, 0};  // where the K (V) regions of all layers start
+  const kvquant::TurboSpec* turbo_[2] = {nullptr, nullptr};  // turbo dtypes (registry-owned)
   uint64_t bytes_ = 0;
   uint8_t* data_ = nullptr;
 };

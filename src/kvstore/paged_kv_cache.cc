@@ -33,7 +33,8 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
   }
   if (!c->kivi_k_) {
     KVF_ASSIGN_OR_RETURN(c->k_codec_, kvquant::RowCodec::Create(sc.k_dtype, sc.n_kv_head,
-                                                                sc.head_dim, /*key=*/true));
+                                                                sc.head_dim, /*key=*/true,
+                                                                /*turbo_qjl=*/sc.turbo_qjl));
   }
   c->nuq_k_ = kvquant::IsNuq(sc.k_dtype);
   c->nuq_v_ = kvquant::IsNuq(sc.v_dtype);

@@ -163,6 +163,15 @@ check "eval kv kvquant3 post-rope ablation" 0 "$KVF" eval kv --text "$SHARED/mod
 check "run kvquant3 loaded" 0 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype kvquant3 --kv-scales "$TMP/kq3.txt"
 contains "kvquant3 loaded log" "$TMP/err" "kvquant3 calibration loaded from a file"
 check "run kvquant3 bad file" 1 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype kvquant3 --kv-scales "$TMP/nope.txt"
+# TurboQuant rows: 4 KV heads x 8, turbo4 = 16 B codes + 4 f16 norms per layer per K/V (5 layers);
+# QJL keys: 12 B codes + 4 B signs + 4 x (2 f16 norms).
+check "run turbo3 kv" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 8 --kv-dtype turbo3
+contains "run turbo3 log line" "$TMP/err" "KV cache: turbo3, 200 B/token incl. scales"
+contains "run turbo3 format" "$TMP/err" "turbo format v1"
+check "eval kv turbo qjl" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --kv-dtype turbo4 --kv-turbo-qjl --ctx 64 --chunks 1 --prompts 1 --gen-tokens 8 --json
+contains "eval kv turbo dtype" "$TMP/out" '"kv_dtype":"k=turbo4+qjl,v=turbo4","baseline_dtype":"f32","bytes_per_token":280'
+check "calc turbo3" 0 "$KVF" calc --preset llama-3-8b --seq-len 1024 --kv-dtype turbo3
+contains "calc turbo3 bits" "$TMP/out" "3.125 bits per stored value"
 
 echo "$pass passed, $fail failed"
 [[ "$fail" == 0 ]]

@@ -176,16 +176,21 @@ TEST(PrefixCacheEngine, QuantizedKvBlocksAreSharedToo) {
   // them. Outputs with caching on equal caching off for per-token quantized dtypes; KIVI keeps
   // part of each sequence outside its blocks, so the engine turns prefix caching off for it.
   const Prompts prompts = SharedPrefixPrompts();
-  for (const std::string dtype : {"q8_0", "int8", "fp8_e4m3", "kvquant3"}) {
+  // Turbo rows are per token and deterministic (fixed rotation and sketch), so they share too.
+  for (const std::string dtype : {"q8_0", "int8", "fp8_e4m3", "turbo3", "turbo4", "turbo4+qjl",
+                                  "kvquant3"}) {
     SCOPED_TRACE(dtype);
+    const bool qjl = dtype == "turbo4+qjl";
     LLMConfig off = Base("off");
-    off.kv_cache_dtype = dtype;
+    off.kv_cache_dtype = qjl ? "turbo4" : dtype;
+    off.kv_turbo_qjl = qjl;
     EngineStats st;
     int64_t cached = 0;
     const auto want = RunAll(off, prompts, 2, &st, &cached);
     for (const std::string mode : {"hash", "radix"}) {
       LLMConfig on = Base(mode);
-      on.kv_cache_dtype = dtype;
+      on.kv_cache_dtype = off.kv_cache_dtype;
+      on.kv_turbo_qjl = qjl;
       const auto got = RunAll(on, prompts, 2, &st, &cached);
       EXPECT_EQ(got, want) << mode;
       EXPECT_GT(cached, 0) << mode;

@@ -2,11 +2,14 @@
 // attention over the same values decoded independently by the codecs (so the view addressing,
 // head slices, inline scales, KIVI group rows and the residual window are right), and every SIMD
 // table must match the reference. Shuffled block tables, partial blocks, GQA, head_dim 8..128,
-// blocks spanning heads, unaligned buffers.
+// blocks spanning heads, unaligned buffers. TurboQuant rows (with and without the QJL key format)
+// also with zero heads and outlier-heavy heads, since their SIMD kernel works in the rotated
+// domain.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <vector>
@@ -17,15 +20,17 @@
 #include "kvquant/nuq.h"
 #include "kvquant/nuq_calibration.h"
 #include "kvquant/row_codec.h"
+#include "kvquant/turbo.h"
 
 namespace kvforge::kernels {
 namespace {
 
 using kvquant::KvDtype;
 
-constexpr KvDtype kRowDtypes[] = {
-    KvDtype::kF32,  KvDtype::kF16,  KvDtype::kBf16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2,
-    KvDtype::kInt8, KvDtype::kQ8_0, KvDtype::kQ4_0, KvDtype::kKivi2,   KvDtype::kKivi4};
+constexpr KvDtype kRowDtypes[] = {KvDtype::kF32,     KvDtype::kF16,     KvDtype::kBf16,
+                                  KvDtype::kFp8E4M3, KvDtype::kFp8E5M2, KvDtype::kInt8,
+                                  KvDtype::kQ8_0,    KvDtype::kQ4_0,    KvDtype::kKivi2,
+                                  KvDtype::kKivi4,   KvDtype::kTurbo3,  KvDtype::kTurbo4};
 
 struct Shape {
   int32_t n_head, n_kv, hd;
@@ -48,7 +53,7 @@ struct Paged {
 // pre-RoPE and decoded rotated to their position, as PagedKvCache does.
 Paged Build(KvDtype dtype, bool key_groups, const Shape& s, const std::vector<float>& x, int64_t T,
             int32_t bt, int64_t window_begin, const std::vector<int32_t>& table,
-            bool is_key = false) {
+            bool is_key = false, bool turbo_qjl = false) {
   Paged p;
   const int64_t values = static_cast<int64_t>(s.n_kv) * s.hd;
   const int32_t row_tokens = key_groups ? static_cast<int32_t>(kvquant::kKiviGroup) : 1;
@@ -58,7 +63,7 @@ Paged Build(KvDtype dtype, bool key_groups, const Shape& s, const std::vector<fl
   if (key_groups) {
     row_bytes = kvquant::KiviKeyGroupBytes(values, bits);
   } else {
-    codec = *kvquant::RowCodec::Create(dtype, s.n_kv, s.hd, is_key);
+    codec = *kvquant::RowCodec::Create(dtype, s.n_kv, s.hd, is_key, turbo_qjl);
     row_bytes = codec->row_bytes();
   }
   const size_t stride = static_cast<size_t>(row_bytes + 5);  // odd padding: nothing assumes 64
@@ -131,6 +136,8 @@ Paged Build(KvDtype dtype, bool key_groups, const Shape& s, const std::vector<fl
   v.scales = p.scales.data();
   const size_t elt = dtype == KvDtype::kF32 ? 4 : (kvquant::IsFloat(dtype) ? 2 : 1);
   v.head_stride = static_cast<size_t>(s.hd) * elt;
+  if (kvquant::IsTurbo(dtype))
+    v.turbo = *kvquant::TurboFor(kvquant::TurboBits(dtype), s.hd, turbo_qjl);
   if (window_begin < T) {
     v.recent = reinterpret_cast<const uint8_t*>(p.window.data());
     v.recent_stride = static_cast<size_t>(values) * 2;
@@ -155,7 +162,8 @@ KvPageView F32View(const Paged& p, const Shape& s, int64_t T, const int32_t* zer
 }
 
 void Check(KvDtype kd, bool k_groups, KvDtype vd, const Shape& s, int32_t bt, int64_t k_window,
-           int64_t v_window, uint32_t seed) {
+           int64_t v_window, uint32_t seed, bool k_turbo_qjl = false,
+           const std::function<void(std::vector<float>&, int64_t)>& mutate = nullptr) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
   const int64_t pos0 = 2 * bt + 7, n_q = 5, T = pos0 + n_q;
@@ -163,11 +171,15 @@ void Check(KvDtype kd, bool k_groups, KvDtype vd, const Shape& s, int32_t bt, in
   std::vector<float> k(static_cast<size_t>(T * values)), v(k.size());
   for (auto& x : k) x = nd(rng);
   for (auto& x : v) x = nd(rng);
+  if (mutate) {
+    mutate(k, values);
+    mutate(v, values);
+  }
   const int64_t n_blocks = (T + bt - 1) / bt;
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t i = 0; i < n_blocks; ++i)
     table[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);
-  const Paged pk = Build(kd, k_groups, s, k, T, bt, k_window, table, /*is_key=*/true);
+  const Paged pk = Build(kd, k_groups, s, k, T, bt, k_window, table, /*is_key=*/true, k_turbo_qjl);
   const Paged pv = Build(vd, false, s, v, T, bt, v_window, table);
   std::vector<float> q(static_cast<size_t>(n_q * s.n_head * s.hd));
   for (auto& x : q) x = nd(rng);
@@ -195,7 +207,7 @@ void Check(KvDtype kd, bool k_groups, KvDtype vd, const Shape& s, int32_t bt, in
   const std::string what = std::string(kvquant::KvDtypeName(kd)) + (k_groups ? "(groups)" : "") +
                            "/" + std::string(kvquant::KvDtypeName(vd)) + " heads " +
                            std::to_string(s.n_head) + "/" + std::to_string(s.n_kv) + " x " +
-                           std::to_string(s.hd);
+                           std::to_string(s.hd) + (k_turbo_qjl ? " qjl" : "");
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(ref[i], want[i]) << what << " i " << i;
   for (const KernelTable* t : AvailableTables()) {
     std::fill(got.begin(), got.end(), -1.0f);
@@ -219,7 +231,7 @@ TEST(AttentionQuantTest, EveryRowDtypeEveryTableMatchesTheReference) {
 TEST(AttentionQuantTest, HeadWidthsThatAreNotBlockMultiples) {
   // 12-wide heads (rows of 12): only dtypes without 32-value blocks apply; SIMD tails run.
   for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kFp8E4M3,
-                    KvDtype::kFp8E5M2, KvDtype::kInt8})
+                    KvDtype::kFp8E5M2, KvDtype::kInt8, KvDtype::kTurbo3, KvDtype::kTurbo4})
     Check(d, false, d, {4, 1, 12}, 3, INT64_MAX, INT64_MAX, 77);
 }
 
@@ -252,6 +264,28 @@ TEST(AttentionQuantTest, KvQuant3PreRopeKeysOutliersAndMixes) {
   Check(KvDtype::kKvQuant3, false, KvDtype::kF16, {8, 2, 64}, 16, INT64_MAX, INT64_MAX, 600);
   Check(KvDtype::kQ8_0, false, KvDtype::kKvQuant3, {8, 2, 64}, 16, INT64_MAX, INT64_MAX, 601);
   Check(KvDtype::kKivi4, true, KvDtype::kKvQuant3, {8, 2, 32}, 32, 64, INT64_MAX, 602);
+}
+
+TEST(AttentionQuantTest, TurboQjlKeysZeroAndOutlierHeads) {
+  // Zero heads (norm 0 must give score 0, no NaN) and one huge channel per token (the rotation
+  // spreads it over the whole head), for both bit widths, QJL keys or not, GQA and MHA.
+  const auto zeros_and_outliers = [](std::vector<float>& x, int64_t values) {
+    for (size_t t = 0; t * static_cast<size_t>(values) < x.size(); ++t) {
+      float* row = x.data() + t * static_cast<size_t>(values);
+      if (t % 3 == 0) std::fill(row, row + values / 2, 0.0f);  // first half of the heads
+      if (t % 3 == 1) row[(t * 7) % static_cast<size_t>(values)] = 80.0f;
+    }
+  };
+  uint32_t seed = 100;
+  for (KvDtype d : {KvDtype::kTurbo3, KvDtype::kTurbo4})
+    for (bool qjl : {false, true})
+      for (const Shape& s : {Shape{4, 4, 8}, Shape{8, 2, 64}, Shape{4, 1, 128}, Shape{6, 2, 24}}) {
+        Check(d, false, d, s, 5, INT64_MAX, INT64_MAX, seed++, qjl);
+        Check(d, false, d, s, 16, INT64_MAX, INT64_MAX, seed++, qjl, zeros_and_outliers);
+      }
+  // Turbo keys or values next to another dtype.
+  Check(KvDtype::kTurbo4, false, KvDtype::kF16, {8, 2, 64}, 16, INT64_MAX, INT64_MAX, 8, true);
+  Check(KvDtype::kQ8_0, false, KvDtype::kTurbo3, {8, 2, 64}, 16, INT64_MAX, INT64_MAX, 9);
 }
 
 }  // namespace

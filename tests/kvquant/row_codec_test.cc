@@ -17,9 +17,9 @@
 namespace kvforge::kvquant {
 namespace {
 
-constexpr KvDtype kAll[] = {KvDtype::kF32,     KvDtype::kF16,  KvDtype::kBf16, KvDtype::kFp8E4M3,
-                            KvDtype::kFp8E5M2, KvDtype::kInt8, KvDtype::kQ8_0, KvDtype::kQ4_0,
-                            KvDtype::kKivi2,   KvDtype::kKivi4};
+constexpr KvDtype kAll[] = {KvDtype::kF32,     KvDtype::kF16,   KvDtype::kBf16,   KvDtype::kFp8E4M3,
+                            KvDtype::kFp8E5M2, KvDtype::kInt8,  KvDtype::kQ8_0,   KvDtype::kQ4_0,
+                            KvDtype::kKivi2,   KvDtype::kKivi4, KvDtype::kTurbo3, KvDtype::kTurbo4};
 
 RowCodec Make(KvDtype d, int64_t heads, int64_t dim) {
   auto c = RowCodec::Create(d, heads, dim);
@@ -51,6 +51,13 @@ TEST(RowCodecTest, RowBytesIncludeScales) {
   EXPECT_EQ(Make(KvDtype::kQ4_0, 8, 128).row_bytes(), 32 * 18);
   EXPECT_EQ(Make(KvDtype::kKivi2, 8, 128).row_bytes(), 256 + 32 * 4);
   EXPECT_EQ(Make(KvDtype::kKivi4, 8, 128).row_bytes(), 512 + 32 * 4);
+  // turbo: codes, then one f16 norm per head; QJL keys: (b-1)-bit codes, d sign bits, 2 norms.
+  EXPECT_EQ(Make(KvDtype::kTurbo3, 8, 128).row_bytes(), 384 + 8 * 2);
+  EXPECT_EQ(Make(KvDtype::kTurbo4, 8, 128).row_bytes(), 512 + 8 * 2);
+  EXPECT_EQ(RowCodec::Create(KvDtype::kTurbo4, 8, 128, /*key=*/true, /*turbo_qjl=*/true)->row_bytes(),
+            384 + 128 + 8 * 4);
+  EXPECT_EQ(RowCodec::Create(KvDtype::kTurbo3, 1, 3)->row_bytes(), 2 + 2);  // 9 bits -> 2 bytes
+  EXPECT_FALSE(RowCodec::Create(KvDtype::kTurbo3, 4, 1).ok());              // d = 1: no density
 }
 
 TEST(RowCodecTest, BlocksMustNotSplitARow) {
@@ -238,6 +245,16 @@ TEST(RowCodecTest, RoundTripErrorBounds) {
             break;
           case KvDtype::kKvQuant3:  // not a RowCodec dtype (nuq_test.cc)
             break;
+          case KvDtype::kTurbo3:
+          case KvDtype::kTurbo4: {
+            // No per-element bound: the error is spread over the head by the rotation. Each
+            // element is within the head's error norm, which is well under half its norm at 3
+            // bits (expected ~0.18 ||x||; turbo_test.cc checks the MSE itself).
+            float ss = 0;
+            for (size_t j = h0; j < h0 + 64; ++j) ss += x[j] * x[j];
+            bound = 0.5f * std::sqrt(ss);
+            break;
+          }
         }
         ASSERT_LE(std::fabs(y[i] - x[i]), bound + 1e-7f)
             << KvDtypeName(d) << " trial " << trial << " i " << i << " x " << x[i];

@@ -154,6 +154,11 @@ TEST(KvCalcTest, QuantizedDtypesCountScales) {
   EXPECT_EQ(kivi.model().bytes_per_token, 32 * 768);
   EXPECT_EQ(kivi.model().kv_cache_bytes, 2LL * 32 * 1154048);
   EXPECT_TRUE(Contains(FormatKvCalcText(kivi), "residual window"));
+  // turbo3 at head_dim 128: 3 bits per value + one f16 norm per token per KV head.
+  KvCalcReport turbo = Calc("llama-3-8b", 1000, 1, KvDtype::kTurbo3);
+  EXPECT_EQ(turbo.model().bytes_per_token, 32 * 2 * (384 + 16));
+  EXPECT_EQ(turbo.model().sequence_bytes.scale_bytes, 32LL * 1000 * 2 * 8 * 2);
+  EXPECT_TRUE(Contains(FormatKvCalcText(turbo), "f16 norm per token per KV head"));
 }
 
 TEST(KvCalcTest, PagedFiguresRoundUpToBlocks) {

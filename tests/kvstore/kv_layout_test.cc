@@ -31,9 +31,9 @@ KvLayoutConfig Llama70b(KvDtype dtype) {
 }
 
 TEST(KvDtypeTest, ParseNamesAndAliases) {
-  const KvDtype all[] = {KvDtype::kF32,     KvDtype::kF16,  KvDtype::kBf16, KvDtype::kFp8E4M3,
-                         KvDtype::kFp8E5M2, KvDtype::kInt8, KvDtype::kQ8_0, KvDtype::kQ4_0,
-                         KvDtype::kKivi2,   KvDtype::kKivi4};
+  const KvDtype all[] = {KvDtype::kF32,     KvDtype::kF16,   KvDtype::kBf16,   KvDtype::kFp8E4M3,
+                         KvDtype::kFp8E5M2, KvDtype::kInt8,  KvDtype::kQ8_0,   KvDtype::kQ4_0,
+                         KvDtype::kKivi2,   KvDtype::kKivi4, KvDtype::kTurbo3, KvDtype::kTurbo4};
   for (KvDtype d : all) {
     Result<KvDtype> parsed = ParseKvDtype(KvDtypeName(d));
     ASSERT_TRUE(parsed.ok()) << KvDtypeName(d);
@@ -169,6 +169,39 @@ TEST(KvLayoutTest, Kivi2AsymptoticRate) {
   KvLayoutConfig cfg4 = cfg;
   cfg4.dtype = KvDtype::kKivi4;
   EXPECT_DOUBLE_EQ(MakeLayout(cfg4).BitsPerValue(), 5.0);
+}
+
+TEST(KvLayoutTest, TurboCountsCodesSignsAndNorms) {
+  // 8 KV heads of 128: turbo4 = 4 bits + one f16 norm per head = 4.125 bits/value; turbo3 3.125.
+  KvLayout l4 = MakeLayout(Llama70b(KvDtype::kTurbo4));
+  const KvStream& k4 = l4.streams()[0];
+  EXPECT_EQ(k4.row_code_bytes, 512);
+  EXPECT_EQ(k4.row_scale_bytes, 16);
+  EXPECT_DOUBLE_EQ(l4.BitsPerValue(), 4.125);
+  EXPECT_DOUBLE_EQ(MakeLayout(Llama70b(KvDtype::kTurbo3)).BitsPerValue(), 3.125);
+  // head_dim 64: 4.25 / 3.25 bits per value, as the format promises.
+  KvLayoutConfig d64 = Llama70b(KvDtype::kTurbo4);
+  d64.head_dim = 64;
+  EXPECT_DOUBLE_EQ(MakeLayout(d64).BitsPerValue(), 4.25);
+  d64.dtype = KvDtype::kTurbo3;
+  EXPECT_DOUBLE_EQ(MakeLayout(d64).BitsPerValue(), 3.25);
+  // QJL keys: 3-bit codes + 1 sign bit + two f16 norms per head; values unchanged.
+  KvLayoutConfig qjl = Llama70b(KvDtype::kTurbo4);
+  qjl.turbo_qjl = true;
+  KvLayout lq = MakeLayout(qjl);
+  EXPECT_EQ(lq.streams()[0].row_code_bytes, 384 + 128);
+  EXPECT_EQ(lq.streams()[0].row_scale_bytes, 32);
+  EXPECT_EQ(lq.streams()[1].row_code_bytes, 512);
+  EXPECT_EQ(lq.streams()[1].row_scale_bytes, 16);
+  EXPECT_EQ(*lq.BytesForTokens(10), 80LL * 10 * (544 + 528));
+  EXPECT_EQ(lq.ResidualBytesPerSequence(), 0);  // no state outside the blocks
+  // Bit streams pad to whole bytes: 3 heads x 3 values x 3 bits = 27 bits -> 4 bytes.
+  KvLayoutConfig odd = Llama70b(KvDtype::kTurbo3);
+  odd.num_kv_heads = 3;
+  odd.head_dim = 3;
+  EXPECT_EQ(MakeLayout(odd).streams()[0].row_code_bytes, 4);
+  odd.head_dim = 1;  // the rotated-coordinate density needs d >= 2
+  EXPECT_FALSE(KvLayout::Create(odd).ok());
 }
 
 TEST(KvLayoutTest, KiviExactBytesIncludeTheResidualWindow) {

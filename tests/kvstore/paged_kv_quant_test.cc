@@ -23,7 +23,8 @@ using kvquant::KvDtype;
 constexpr int32_t kHeads = 2, kDim = 16, kValues = kHeads * kDim;
 
 std::unique_ptr<PagedKvCache> MakeCache(KvDtype k, KvDtype v, int32_t bt, int64_t r = 128,
-                                        bool eager = false, int32_t layers = 1) {
+                                        bool eager = false, int32_t layers = 1,
+                                        bool turbo_qjl = false) {
   PagedKvCacheConfig c;
   c.store.n_layer = layers;
   c.store.n_kv_head = kHeads;
@@ -34,6 +35,7 @@ std::unique_ptr<PagedKvCache> MakeCache(KvDtype k, KvDtype v, int32_t bt, int64_
   c.store.v_dtype = v;
   c.kivi_residual_tokens = r;
   c.kivi_eager = eager;
+  c.store.turbo_qjl = turbo_qjl;
   auto cache = PagedKvCache::Create(c);
   EXPECT_TRUE(cache.ok()) << cache.error().ToString();
   return cache.ok() ? std::move(*cache) : nullptr;
@@ -55,8 +57,8 @@ std::vector<float> Read(const kernels::KvPageView& v, int64_t p) {
   return out;
 }
 
-std::vector<float> CodecRoundTrip(KvDtype d, const float* x) {
-  const auto codec = *kvquant::RowCodec::Create(d, kHeads, kDim);
+std::vector<float> CodecRoundTrip(KvDtype d, const float* x, bool turbo_qjl = false) {
+  const auto codec = *kvquant::RowCodec::Create(d, kHeads, kDim, /*key=*/true, turbo_qjl);
   std::vector<uint8_t> b(static_cast<size_t>(codec.row_bytes()));
   const float ones[kHeads] = {1.0f, 1.0f};
   codec.Encode(x, b.data(), ones);
@@ -66,32 +68,42 @@ std::vector<float> CodecRoundTrip(KvDtype d, const float* x) {
 }
 
 TEST(PagedKvQuantTest, RowsReadBackAsTheCodecDecodesThemAcrossCopyOnWrite) {
-  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kFp8E4M3,
-                    KvDtype::kFp8E5M2, KvDtype::kInt8, KvDtype::kQ8_0, KvDtype::kQ4_0}) {
-    auto c = MakeCache(d, d, 16);
-    ASSERT_NE(c, nullptr);
-    EXPECT_EQ(c->store().row_stride(KvKind::kKey) % 64, 0u);
-    const std::vector<float> k = Random(45, 1), v = Random(45, 2), k2 = Random(45, 3);
-    ASSERT_TRUE(c->AddSequence(0, 40));
-    c->Write(0, 0, 0, 25, k.data(), v.data(), kValues);
-    c->Write(0, 0, 25, 15, k.data() + 25 * kValues, v.data() + 25 * kValues, kValues);
-    ASSERT_TRUE(c->Fork(0, 1).ok());  // shares the partial last block (tokens 32..39)
-    ASSERT_TRUE(c->AppendSlots(0, 5));
-    ASSERT_TRUE(c->AppendSlots(1, 5));
-    c->Write(0, 0, 40, 5, k.data() + 40 * kValues, v.data() + 40 * kValues, kValues);
-    c->Write(0, 1, 40, 5, k2.data() + 40 * kValues, v.data() + 40 * kValues, kValues);
-    for (int64_t seq : {0, 1}) {
-      const auto kv = c->KeyView(0, seq), vv = c->ValueView(0, seq);
-      EXPECT_EQ(kv.dtype, d);
-      for (int64_t p = 0; p < 45; ++p) {
-        const float* src = (seq == 1 && p >= 40 ? k2 : k).data() + p * kValues;
-        EXPECT_EQ(Read(kv, p), CodecRoundTrip(d, src))
-            << KvDtypeName(d) << " seq " << seq << " p " << p;
-        EXPECT_EQ(Read(vv, p), CodecRoundTrip(d, v.data() + p * kValues)) << KvDtypeName(d);
+  for (KvDtype d :
+       {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2,
+        KvDtype::kInt8, KvDtype::kQ8_0, KvDtype::kQ4_0, KvDtype::kTurbo3, KvDtype::kTurbo4})
+    for (bool qjl : {false, true}) {  // turbo: QJL keys too (values are never QJL)
+      if (qjl && !kvquant::IsTurbo(d)) continue;
+      auto c = MakeCache(d, d, 16, 128, false, 1, qjl);
+      ASSERT_NE(c, nullptr);
+      EXPECT_EQ(c->store().row_stride(KvKind::kKey) % 64, 0u);
+      const std::vector<float> k = Random(45, 1), v = Random(45, 2), k2 = Random(45, 3);
+      ASSERT_TRUE(c->AddSequence(0, 40));
+      c->Write(0, 0, 0, 25, k.data(), v.data(), kValues);
+      c->Write(0, 0, 25, 15, k.data() + 25 * kValues, v.data() + 25 * kValues, kValues);
+      ASSERT_TRUE(c->Fork(0, 1).ok());  // shares the partial last block (tokens 32..39)
+      ASSERT_TRUE(c->AppendSlots(0, 5));
+      ASSERT_TRUE(c->AppendSlots(1, 5));
+      c->Write(0, 0, 40, 5, k.data() + 40 * kValues, v.data() + 40 * kValues, kValues);
+      c->Write(0, 1, 40, 5, k2.data() + 40 * kValues, v.data() + 40 * kValues, kValues);
+      for (int64_t seq : {0, 1}) {
+        const auto kv = c->KeyView(0, seq), vv = c->ValueView(0, seq);
+        EXPECT_EQ(kv.dtype, d);
+        EXPECT_EQ(kv.turbo != nullptr, kvquant::IsTurbo(d));
+        if (kv.turbo != nullptr) {
+          EXPECT_EQ(kv.turbo->qjl, qjl);
+        }
+        if (vv.turbo != nullptr) {
+          EXPECT_FALSE(vv.turbo->qjl);
+        }
+        for (int64_t p = 0; p < 45; ++p) {
+          const float* src = (seq == 1 && p >= 40 ? k2 : k).data() + p * kValues;
+          EXPECT_EQ(Read(kv, p), CodecRoundTrip(d, src, qjl))
+              << KvDtypeName(d) << " seq " << seq << " p " << p;
+          EXPECT_EQ(Read(vv, p), CodecRoundTrip(d, v.data() + p * kValues)) << KvDtypeName(d);
+        }
       }
+      ASSERT_TRUE(c->CheckInvariants().ok());
     }
-    ASSERT_TRUE(c->CheckInvariants().ok());
-  }
 }
 
 TEST(PagedKvQuantTest, KiviFollowsTheReferenceOrder) {

@@ -52,18 +52,23 @@ TurboHead MakeTurboHead(const KvPageView& v, int32_t kvh) {
   return t;
 }
 
-// Centroids of values e .. e + 7 of the head (e a multiple of 8): 8 codes are code_bits bytes.
+// Centroids of values e .. e + 7 of the head (e a multiple of 8): their 8 codes are CB bytes,
+// loaded with a fixed-size read (3-bit codes read 4 bytes: a turbo row always has at least one
+// f16 norm after its codes, so the extra byte is inside the row).
+template <int CB>
 inline __m256 Centroids8(const uint8_t* row, const TurboHead& t, int64_t e) {
-  const int cb = t.s->code_bits;
   uint32_t chunk = 0;
-  std::memcpy(&chunk, row + t.code_off + e * cb / 8, static_cast<size_t>(cb));
+  std::memcpy(&chunk, row + t.code_off + e * CB / 8, CB == 3 ? 4 : CB);
   const __m256i idx = _mm256_and_si256(
       _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(chunk)), t.shifts), t.mask);
   const __m256 lo = _mm256_permutevar8x32_ps(t.lut_lo, idx);
-  if (cb <= 3) return lo;
-  // Bit 3 of the index picks the upper half of the 16-entry table (blendv reads the sign bit).
-  const __m256 hi = _mm256_permutevar8x32_ps(t.lut_hi, idx);
-  return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+  if constexpr (CB <= 3) {
+    return lo;
+  } else {
+    // Bit 3 of the index picks the upper half of the 16-entry table (blendv reads the sign bit).
+    const __m256 hi = _mm256_permutevar8x32_ps(t.lut_hi, idx);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+  }
 }
 
 // Sign bits of values e .. e + 7 as +-1.0f (bit set: +1).
@@ -98,8 +103,11 @@ inline float LoadNorm(const uint8_t* p) { return _cvtsh_ss(LoadU16(p)); }
 
 }  // namespace
 
-void TurboScoresAvx2(const AttentionArgs& a, int32_t kvh, const float* q0, int32_t group,
-                     int64_t end, int64_t n_kv, float* scratch) {
+namespace {
+
+template <int CB, bool QJL>
+void TurboScores(const AttentionArgs& a, int32_t kvh, const float* q0, int32_t group, int64_t end,
+                 int64_t n_kv, float* scratch) {
   const KvPageView& k = a.k;
   const TurboHead t = MakeTurboHead(k, kvh);
   const kvquant::TurboSpec& s = *t.s;
@@ -111,31 +119,57 @@ void TurboScoresAvx2(const AttentionArgs& a, int32_t kvh, const float* q0, int32
   float* qs = qr + group * hd;
   for (int32_t g = 0; g < group; ++g) {
     MatVec(s.rotation.data(), q0 + g * hd, hd, qr + g * hd);
-    if (s.qjl) MatVec(s.sketch.data(), qr + g * hd, hd, qs + g * hd);
+    if constexpr (QJL) MatVec(s.sketch.data(), qr + g * hd, hd, qs + g * hd);
   }
   for (int32_t g0 = 0; g0 < group; g0 += kMaxBatch) {
     const int ng = static_cast<int>(std::min<int32_t>(kMaxBatch, group - g0));
     for (int64_t p0 = 0; p0 < end; p0 += bt) {
       const uint8_t* row = k.base + static_cast<size_t>(k.block_table[p0 / bt]) * k.block_stride;
       const int64_t cnt = std::min<int64_t>(bt, end - p0);
-      for (int64_t j = 0; j < cnt; ++j, row += k.token_stride) {
+      int64_t j = 0;
+      if constexpr (!QJL) {
+        // One or two query heads: four tokens at a time, so the FMA chains are independent
+        // (one chain per token would wait on the FMA latency at every step).
+        if (ng <= 2) {
+          for (; j + 4 <= cnt; j += 4, row += 4 * k.token_stride) {
+            __m256 acc[2][4];
+            for (int g = 0; g < 2; ++g)
+              for (int u = 0; u < 4; ++u) acc[g][u] = _mm256_setzero_ps();
+            for (int64_t e = 0; e < hd; e += 8) {
+              const __m256 q_0 = _mm256_loadu_ps(qr + g0 * hd + e);
+              const __m256 q_1 = ng == 2 ? _mm256_loadu_ps(qr + (g0 + 1) * hd + e) : q_0;
+              for (int u = 0; u < 4; ++u) {
+                const __m256 c = Centroids8<CB>(row + u * k.token_stride, t, e);
+                acc[0][u] = _mm256_fmadd_ps(q_0, c, acc[0][u]);
+                if (ng == 2) acc[1][u] = _mm256_fmadd_ps(q_1, c, acc[1][u]);
+              }
+            }
+            for (int u = 0; u < 4; ++u) {
+              const float norm = LoadNorm(row + u * k.token_stride + t.meta_off) * a.scale;
+              for (int g = 0; g < ng; ++g)
+                scratch[(g0 + g) * n_kv + p0 + j + u] = norm * HSum(acc[g][u]);
+            }
+          }
+        }
+      }
+      for (; j < cnt; ++j, row += k.token_stride) {
         __m256 acc[kMaxBatch], acc_s[kMaxBatch];
         for (int g = 0; g < ng; ++g) acc[g] = acc_s[g] = _mm256_setzero_ps();
         for (int64_t e = 0; e < hd; e += 8) {
-          const __m256 c = Centroids8(row, t, e);
+          const __m256 c = Centroids8<CB>(row, t, e);
           for (int g = 0; g < ng; ++g)
             acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qr + (g0 + g) * hd + e), c, acc[g]);
-          if (s.qjl) {
+          if constexpr (QJL) {
             const __m256 sg = Signs8(row, t, e);
             for (int g = 0; g < ng; ++g)
               acc_s[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + (g0 + g) * hd + e), sg, acc_s[g]);
           }
         }
         const float norm = LoadNorm(row + t.meta_off);
-        const float rcoef = s.qjl ? s.qjl_scale * LoadNorm(row + t.meta_off + 2) : 0.0f;
+        const float rcoef = QJL ? s.qjl_scale * LoadNorm(row + t.meta_off + 2) : 0.0f;
         for (int g = 0; g < ng; ++g) {
           float dot = norm * HSum(acc[g]);
-          if (s.qjl) dot += rcoef * HSum(acc_s[g]);
+          if constexpr (QJL) dot += rcoef * HSum(acc_s[g]);
           scratch[(g0 + g) * n_kv + p0 + j] = dot * a.scale;
         }
       }
@@ -143,8 +177,9 @@ void TurboScoresAvx2(const AttentionArgs& a, int32_t kvh, const float* q0, int32
   }
 }
 
-void TurboValuesAvx2(const AttentionArgs& a, int32_t kvh, int32_t group, int64_t end, int64_t n_kv,
-                     const float* scratch, float* o0) {
+template <int CB>
+void TurboValues(const AttentionArgs& a, int32_t kvh, int32_t group, int64_t end, int64_t n_kv,
+                 const float* scratch, float* o0) {
   const KvPageView& v = a.v;
   const TurboHead t = MakeTurboHead(v, kvh);
   const int64_t hd = a.head_dim, bt = v.block_tokens;
@@ -163,7 +198,7 @@ void TurboValuesAvx2(const AttentionArgs& a, int32_t kvh, int32_t group, int64_t
         for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) {
           const __m256 pw = _mm256_set1_ps(w[p0 + j] * LoadNorm(row + t.meta_off));
           for (int r = 0; r < nreg; ++r)
-            acc[r] = _mm256_fmadd_ps(pw, Centroids8(row, t, d0 + 8 * r), acc[r]);
+            acc[r] = _mm256_fmadd_ps(pw, Centroids8<CB>(row, t, d0 + 8 * r), acc[r]);
         }
       }
       for (int r = 0; r < nreg; ++r) _mm256_storeu_ps(rot.data() + d0 + 8 * r, acc[r]);
@@ -171,6 +206,31 @@ void TurboValuesAvx2(const AttentionArgs& a, int32_t kvh, int32_t group, int64_t
     // Values never carry a QJL sketch (keys only), so the rotated sum is all there is.
     MatTVecAdd(t.s->rotation.data(), rot.data(), hd, o0 + g * hd);
   }
+}
+
+}  // namespace
+
+// Dispatch once per call on the code width (2 / 3 / 4 bits) and QJL, so the per-token loops
+// have fixed-size loads and no branches.
+void TurboScoresAvx2(const AttentionArgs& a, int32_t kvh, const float* q0, int32_t group,
+                     int64_t end, int64_t n_kv, float* scratch) {
+  const kvquant::TurboSpec& s = *a.k.turbo;
+  switch (s.code_bits * 2 + (s.qjl ? 1 : 0)) {
+    case 2 * 2 + 1:
+      return TurboScores<2, true>(a, kvh, q0, group, end, n_kv, scratch);
+    case 3 * 2 + 1:
+      return TurboScores<3, true>(a, kvh, q0, group, end, n_kv, scratch);
+    case 3 * 2:
+      return TurboScores<3, false>(a, kvh, q0, group, end, n_kv, scratch);
+    default:
+      return TurboScores<4, false>(a, kvh, q0, group, end, n_kv, scratch);
+  }
+}
+
+void TurboValuesAvx2(const AttentionArgs& a, int32_t kvh, int32_t group, int64_t end, int64_t n_kv,
+                     const float* scratch, float* o0) {
+  if (a.v.turbo->code_bits == 3) return TurboValues<3>(a, kvh, group, end, n_kv, scratch, o0);
+  return TurboValues<4>(a, kvh, group, end, n_kv, scratch, o0);
 }
 
 }  // namespace kvforge::kernels::internal

@@ -213,10 +213,20 @@ static inline void DecodeNuqHead(const KvPageView& v, const uint8_t* row, int32_
     for (int64_t d = 0; d < hd; d += 8)
       _mm256_storeu_ps(out + d, _mm256_fmadd_ps(table8(begin + d), radius, center));
   }
-  for (int64_t i = 0; i < slots; ++i) {
+  // Slots hold ascending channels (unused ones, 0xFFFF, last): binary-search the head's first.
+  int64_t lo = 0, hi = slots;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (LoadU16(slot + 4 * mid) < begin) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  for (int64_t i = lo; i < slots; ++i) {
     const uint16_t idx = LoadU16(slot + 4 * i);
-    if (idx >= begin + hd) break;  // ascending channels, unused slots last
-    if (idx >= begin) out[idx - begin] = _cvtsh_ss(LoadU16(slot + 4 * i + 2));
+    if (idx >= begin + hd) break;
+    out[idx - begin] = _cvtsh_ss(LoadU16(slot + 4 * i + 2));
   }
   if (v.nuq_key && v.rope) RopeHeadAvx2(*v.rope, pos, out);
 }

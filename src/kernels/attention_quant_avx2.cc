@@ -390,6 +390,137 @@ void ValuesTiled(const AttentionArgs& a, int32_t kvh, float* o0, int32_t group, 
   }
 }
 
+// Prefill with tiled K or V (kvquant3 rows, turbo rows read in the rotated domain, head widths
+// that are not a multiple of 8, blocks spanning heads): the queries of a chunk are taken
+// kQueryBlock at a time and every decoded tile serves all of them, so each row is decoded once per
+// block instead of once per query (a chunk of n queries over a cache of n tokens would otherwise
+// decode n^2 / 2 rows per head). Each query gets its own score rows in a thread-local buffer; the
+// fused, KIVI, turbo and window readers run per query as in the one-query loop.
+constexpr int64_t kQueryBlock = 16;
+
+struct BlockCtx {
+  bool simd, k_fused, v_fused, k_kivi, k_turbo, v_turbo, k_tiled, v_tiled;
+};
+
+void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int64_t i0, int64_t i1,
+                    float* tile, std::vector<float>& sbuf, std::vector<float>& rbuf) {
+  const int32_t group = a.n_head / a.n_kv_head;
+  const int64_t hd = a.head_dim;
+  const int64_t n_max = a.pos0 + i1;  // the longest causal range in the block
+  const size_t region = static_cast<size_t>(group * n_max);
+  const size_t need = region * static_cast<size_t>(i1 - i0);
+  if (sbuf.size() < need) sbuf.resize(need);
+  // Turbo rows without QJL are tiled too, in the rotated domain: queries are rotated once into
+  // rbuf's first half, outputs summed rotated in its second half and rotated back at the end.
+  const bool k_rot = c.k_turbo && !a.k.turbo->qjl, v_rot = c.v_turbo;
+  const size_t per_q = static_cast<size_t>(group * hd);
+  rbuf.assign(2 * per_q * static_cast<size_t>(i1 - i0), 0.0f);
+  auto scores = [&](int64_t i) { return sbuf.data() + region * static_cast<size_t>(i - i0); };
+  auto q_of = [&](int64_t i) {
+    return a.q + i * a.q_stride + static_cast<int64_t>(kvh) * group * hd;
+  };
+  auto o_of = [&](int64_t i) {
+    return a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;
+  };
+  auto qrot = [&](int64_t i) { return rbuf.data() + per_q * static_cast<size_t>(i - i0); };
+  auto orot = [&](int64_t i) {
+    return rbuf.data() + per_q * static_cast<size_t>(i1 - i0 + (i - i0));
+  };
+  if (k_rot)
+    for (int64_t i = i0; i < i1; ++i)
+      for (int32_t g = 0; g < group; ++g) TurboRotate(a.k, q_of(i) + g * hd, qrot(i) + g * hd);
+  // Keys.
+  if (c.k_tiled || k_rot) {
+    const int64_t k_end = std::min(n_max, a.k.recent_begin);
+    for (int64_t p0 = 0; p0 < k_end;) {
+      const int64_t cnt = TileLen(a.k, p0, k_end);
+      if (k_rot) {
+        TurboDecodeRotatedTile(a.k, p0, cnt, kvh, tile);
+      } else {
+        DecodeTile(a.k, p0, cnt, kvh, tile);
+      }
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t n_kv = a.pos0 + i + 1;
+        const int64_t use = std::min(cnt, std::min(n_kv, a.k.recent_begin) - p0);
+        const float* q = k_rot ? qrot(i) : q_of(i);
+        for (int32_t g = 0; use > 0 && g < group; ++g)
+          ScoreTile(q + g * hd, tile, use, hd, a.scale, scores(i) + g * n_kv + p0);
+      }
+      p0 += cnt;
+    }
+  }
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t n_kv = a.pos0 + i + 1;
+    const int64_t k_paged = std::min(n_kv, a.k.recent_begin);
+    float* s = scores(i);
+    const float* q0 = q_of(i);
+    if (c.k_turbo && !k_rot) {
+      TurboScoresAvx2(a, kvh, q0, group, k_paged, n_kv, s);
+    } else if (c.k_kivi) {
+      if (a.k.dtype == KvDtype::kKivi2) {
+        ScoresKiviKeys<2>(a, kvh, q0, group, k_paged, n_kv, s);
+      } else {
+        ScoresKiviKeys<4>(a, kvh, q0, group, k_paged, n_kv, s);
+      }
+    } else if (c.k_fused) {
+      WithFormat(a.k.dtype,
+                 [&]<class F>() { ScoresFused<F>(a, kvh, q0, group, k_paged, n_kv, s); });
+    }
+    if (k_paged < n_kv) {
+      if (c.simd) {
+        ScoresWindow(a, kvh, q0, group, k_paged, n_kv, s);
+      } else {
+        ScoresTiled(a, kvh, q0, group, k_paged, n_kv, n_kv, tile, s);
+      }
+    }
+    for (int32_t g = 0; g < group; ++g) SoftmaxAvx2(s + g * n_kv, n_kv);
+    float* o0 = o_of(i);
+    for (int32_t g = 0; g < group; ++g) std::fill(o0 + g * hd, o0 + (g + 1) * hd, 0.0f);
+  }
+  // Values.
+  if (c.v_tiled || v_rot) {
+    const int64_t v_end = std::min(n_max, a.v.recent_begin);
+    for (int64_t p0 = 0; p0 < v_end;) {
+      const int64_t cnt = TileLen(a.v, p0, v_end);
+      if (v_rot) {
+        TurboDecodeRotatedTile(a.v, p0, cnt, kvh, tile);
+      } else {
+        DecodeTile(a.v, p0, cnt, kvh, tile);
+      }
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t n_kv = a.pos0 + i + 1;
+        const int64_t use = std::min(cnt, std::min(n_kv, a.v.recent_begin) - p0);
+        float* o = v_rot ? orot(i) : o_of(i);
+        for (int32_t g = 0; use > 0 && g < group; ++g)
+          AccumulateTile(tile, use, hd, scores(i) + g * n_kv + p0, o + g * hd);
+      }
+      p0 += cnt;
+    }
+  }
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t n_kv = a.pos0 + i + 1;
+    const int64_t v_paged = std::min(n_kv, a.v.recent_begin);
+    const float* s = scores(i);
+    float* o0 = o_of(i);
+    if (v_rot) {
+      for (int32_t g = 0; g < group; ++g) TurboUnrotateAdd(a.v, orot(i) + g * hd, o0 + g * hd);
+    } else if (c.v_fused) {
+      for (int32_t g = 0; g < group; ++g)
+        WithFormat(a.v.dtype, [&]<class F>() {
+          ValuesFused<F>(a.v, kvh, hd, v_paged, s + g * n_kv, o0 + g * hd);
+        });
+    }
+    if (v_paged < n_kv) {
+      if (c.simd) {
+        for (int32_t g = 0; g < group; ++g)
+          ValuesWindow(a.v, kvh, hd, v_paged, n_kv, s + g * n_kv, o0 + g * hd);
+      } else {
+        ValuesTiled(a, kvh, o0, group, v_paged, n_kv, n_kv, tile, s);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end,
@@ -406,6 +537,15 @@ void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_e
   if (tile_buf.size() < static_cast<size_t>(kTile * hd))
     tile_buf.resize(static_cast<size_t>(kTile * hd));
   float* tile = tile_buf.data();
+  const bool k_tiled = !k_turbo && !k_kivi && !k_fused, v_tiled = !v_turbo && !v_fused;
+  if (a.n_q > 1 && (k_tiled || v_tiled || k_turbo || v_turbo)) {
+    thread_local std::vector<float> sbuf, rbuf;
+    const BlockCtx c{simd, k_fused, v_fused, k_kivi, k_turbo, v_turbo, k_tiled, v_tiled};
+    for (int64_t i0 = 0; i0 < a.n_q; i0 += kQueryBlock)
+      for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh)
+        AttentionBlock(a, c, kvh, i0, std::min(a.n_q, i0 + kQueryBlock), tile, sbuf, rbuf);
+    return;
+  }
   for (int64_t i = 0; i < a.n_q; ++i) {
     const int64_t n_kv = a.pos0 + i + 1;
     // Positions below the window begin come from the blocks, the rest from f16 window rows.

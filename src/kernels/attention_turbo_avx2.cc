@@ -233,4 +233,33 @@ void TurboValuesAvx2(const AttentionArgs& a, int32_t kvh, int32_t group, int64_t
   return TurboValues<4>(a, kvh, group, end, n_kv, scratch, o0);
 }
 
+namespace {
+
+template <int CB>
+void DecodeRotated(const KvPageView& v, int64_t p0, int64_t cnt, int32_t kvh, float* out) {
+  const TurboHead t = MakeTurboHead(v, kvh);
+  const int64_t hd = v.head_dim;
+  const uint8_t* row = v.Token(p0);
+  for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) {
+    const __m256 norm = _mm256_set1_ps(LoadNorm(row + t.meta_off));
+    for (int64_t e = 0; e < hd; e += 8)
+      _mm256_storeu_ps(out + j * hd + e, _mm256_mul_ps(norm, Centroids8<CB>(row, t, e)));
+  }
+}
+
+}  // namespace
+
+void TurboDecodeRotatedTile(const KvPageView& v, int64_t p0, int64_t cnt, int32_t kvh, float* out) {
+  if (v.turbo->code_bits == 3) return DecodeRotated<3>(v, p0, cnt, kvh, out);
+  return DecodeRotated<4>(v, p0, cnt, kvh, out);
+}
+
+void TurboRotate(const KvPageView& v, const float* x, float* y) {
+  MatVec(v.turbo->rotation.data(), x, v.head_dim, y);
+}
+
+void TurboUnrotateAdd(const KvPageView& v, const float* x, float* y) {
+  MatTVecAdd(v.turbo->rotation.data(), x, v.head_dim, y);
+}
+
 }  // namespace kvforge::kernels::internal

@@ -60,5 +60,11 @@ void TurboScoresAvx2(const AttentionArgs& a, int32_t kvh, const float* q0, int32
                      int64_t end, int64_t n_kv, float* scratch);
 void TurboValuesAvx2(const AttentionArgs& a, int32_t kvh, int32_t group, int64_t end, int64_t n_kv,
                      const float* scratch, float* o0);
+// For prefill blocks (attention_quant_avx2.cc): rows [p0, p0 + cnt) of head kvh of a turbo view
+// (without QJL) decoded in the ROTATED domain, ||x|| C[code], into out[cnt][head_dim]; y = Pi x;
+// y += Pi^T x.
+void TurboDecodeRotatedTile(const KvPageView& v, int64_t p0, int64_t cnt, int32_t kvh, float* out);
+void TurboRotate(const KvPageView& v, const float* x, float* y);
+void TurboUnrotateAdd(const KvPageView& v, const float* x, float* y);
 
 }  // namespace kvforge::kernels::internal

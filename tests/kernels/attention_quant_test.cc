@@ -163,10 +163,11 @@ KvPageView F32View(const Paged& p, const Shape& s, int64_t T, const int32_t* zer
 
 void Check(KvDtype kd, bool k_groups, KvDtype vd, const Shape& s, int32_t bt, int64_t k_window,
            int64_t v_window, uint32_t seed, bool k_turbo_qjl = false,
-           const std::function<void(std::vector<float>&, int64_t)>& mutate = nullptr) {
+           const std::function<void(std::vector<float>&, int64_t)>& mutate = nullptr,
+           int64_t n_q = 5) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
-  const int64_t pos0 = 2 * bt + 7, n_q = 5, T = pos0 + n_q;
+  const int64_t pos0 = 2 * bt + 7, T = pos0 + n_q;
   const int64_t values = static_cast<int64_t>(s.n_kv) * s.hd;
   std::vector<float> k(static_cast<size_t>(T * values)), v(k.size());
   for (auto& x : k) x = nd(rng);
@@ -264,6 +265,17 @@ TEST(AttentionQuantTest, KvQuant3PreRopeKeysOutliersAndMixes) {
   Check(KvDtype::kKvQuant3, false, KvDtype::kF16, {8, 2, 64}, 16, INT64_MAX, INT64_MAX, 600);
   Check(KvDtype::kQ8_0, false, KvDtype::kKvQuant3, {8, 2, 64}, 16, INT64_MAX, INT64_MAX, 601);
   Check(KvDtype::kKivi4, true, KvDtype::kKvQuant3, {8, 2, 32}, 32, 64, INT64_MAX, 602);
+  // A prefill chunk of 40 queries: the tiled path decodes each tile once per block of 16 queries
+  // (three blocks, the last one partial), for tiled K, tiled V and either next to another reader.
+  Check(KvDtype::kKvQuant3, false, KvDtype::kKvQuant3, {8, 2, 64}, 16, INT64_MAX, INT64_MAX, 603,
+        false, nullptr, 40);
+  Check(KvDtype::kKvQuant3, false, KvDtype::kQ4_0, {4, 4, 32}, 16, INT64_MAX, INT64_MAX, 604, false,
+        nullptr, 40);
+  Check(KvDtype::kTurbo3, false, KvDtype::kKvQuant3, {4, 2, 32}, 16, INT64_MAX, INT64_MAX, 605,
+        false, nullptr, 40);
+  Check(KvDtype::kKivi2, true, KvDtype::kKvQuant3, {4, 4, 32}, 32, 64, 90, 606, false, nullptr, 40);
+  Check(KvDtype::kF16, false, KvDtype::kInt8, {4, 1, 12}, 8, INT64_MAX, INT64_MAX, 607, false,
+        nullptr, 40);  // 12-wide heads: everything tiled
 }
 
 TEST(AttentionQuantTest, TurboQjlKeysZeroAndOutlierHeads) {

@@ -11,8 +11,11 @@
 //   tiled  everything else (KIVI group rows, the residual window, blocks spanning heads, head
 //          widths not a multiple of 8): tiles of at most kTile tokens that never cross a block, a
 //          KIVI group or the window boundary are dequantized into a kTile x head_dim buffer,
-//          reused by every query head of the GQA group.
-// Nothing bigger than one tile is ever dequantized.
+//          reused by every query head of the GQA group and, in a prefill chunk, by a block of up
+//          to kQueryBlock queries (kvquant3 rows also go this way).
+//   turbo  TurboQuant rows, read in the rotated domain (attention_turbo_avx2.cc).
+// Queries are processed in blocks of kQueryBlock; scores live in a per-thread buffer, one row per
+// query of the block. Nothing bigger than one tile is ever dequantized.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -399,7 +402,8 @@ void ValuesTiled(const AttentionArgs& a, int32_t kvh, float* o0, int32_t group, 
 constexpr int64_t kQueryBlock = 16;
 
 struct BlockCtx {
-  bool simd, k_fused, v_fused, k_kivi, k_turbo, v_turbo, k_tiled, v_tiled;
+  bool simd = false, k_fused = false, v_fused = false, k_kivi = false, k_turbo = false,
+       v_turbo = false, k_tiled = false, v_tiled = false;
 };
 
 void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int64_t i0, int64_t i1,
@@ -412,7 +416,9 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
   if (sbuf.size() < need) sbuf.resize(need);
   // Turbo rows without QJL are tiled too, in the rotated domain: queries are rotated once into
   // rbuf's first half, outputs summed rotated in its second half and rotated back at the end.
-  const bool k_rot = c.k_turbo && !a.k.turbo->qjl, v_rot = c.v_turbo;
+  // (A single query keeps the turbo kernels, which read the codes without a tile buffer.)
+  const bool many = i1 - i0 > 1;
+  const bool k_rot = many && c.k_turbo && !a.k.turbo->qjl, v_rot = many && c.v_turbo;
   const size_t per_q = static_cast<size_t>(group * hd);
   rbuf.assign(2 * per_q * static_cast<size_t>(i1 - i0), 0.0f);
   auto scores = [&](int64_t i) { return sbuf.data() + region * static_cast<size_t>(i - i0); };
@@ -504,6 +510,8 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
     float* o0 = o_of(i);
     if (v_rot) {
       for (int32_t g = 0; g < group; ++g) TurboUnrotateAdd(a.v, orot(i) + g * hd, o0 + g * hd);
+    } else if (c.v_turbo) {
+      TurboValuesAvx2(a, kvh, group, v_paged, n_kv, s, o0);
     } else if (c.v_fused) {
       for (int32_t g = 0; g < group; ++g)
         WithFormat(a.v.dtype, [&]<class F>() {
@@ -524,79 +532,26 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
 }  // namespace
 
 void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end,
-                        float* scratch) {
-  const int32_t group = a.n_head / a.n_kv_head;
+                        float* /*scratch: scores live in a per-thread buffer, one row per query*/) {
   const int64_t hd = a.head_dim;
   // SIMD readers need whole 8-value chunks; other head widths decode tiles (with scalar tails).
   const bool simd = hd % 8 == 0;
-  const bool k_fused = simd && FusedOk(a.k), v_fused = simd && FusedOk(a.v);
-  const bool k_kivi = simd && a.k.row_tokens > 1;
-  const bool k_turbo = simd && a.k.turbo != nullptr, v_turbo = simd && a.v.turbo != nullptr;
+  BlockCtx c;
+  c.simd = simd;
+  c.k_fused = simd && FusedOk(a.k);
+  c.v_fused = simd && FusedOk(a.v);
+  c.k_kivi = simd && a.k.row_tokens > 1;
+  c.k_turbo = simd && a.k.turbo != nullptr;
+  c.v_turbo = simd && a.v.turbo != nullptr;
+  c.k_tiled = !c.k_turbo && !c.k_kivi && !c.k_fused;
+  c.v_tiled = !c.v_turbo && !c.v_fused;
   // One tile of decoded rows per thread, reused across calls (kTile x head_dim floats).
-  thread_local std::vector<float> tile_buf;
+  thread_local std::vector<float> tile_buf, sbuf, rbuf;
   if (tile_buf.size() < static_cast<size_t>(kTile * hd))
     tile_buf.resize(static_cast<size_t>(kTile * hd));
-  float* tile = tile_buf.data();
-  const bool k_tiled = !k_turbo && !k_kivi && !k_fused, v_tiled = !v_turbo && !v_fused;
-  if (a.n_q > 1 && (k_tiled || v_tiled || k_turbo || v_turbo)) {
-    thread_local std::vector<float> sbuf, rbuf;
-    const BlockCtx c{simd, k_fused, v_fused, k_kivi, k_turbo, v_turbo, k_tiled, v_tiled};
-    for (int64_t i0 = 0; i0 < a.n_q; i0 += kQueryBlock)
-      for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh)
-        AttentionBlock(a, c, kvh, i0, std::min(a.n_q, i0 + kQueryBlock), tile, sbuf, rbuf);
-    return;
-  }
-  for (int64_t i = 0; i < a.n_q; ++i) {
-    const int64_t n_kv = a.pos0 + i + 1;
-    // Positions below the window begin come from the blocks, the rest from f16 window rows.
-    const int64_t k_paged = std::min(n_kv, a.k.recent_begin);
-    const int64_t v_paged = std::min(n_kv, a.v.recent_begin);
-    for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
-      const float* q0 = a.q + i * a.q_stride + static_cast<int64_t>(kvh) * group * hd;
-      if (k_turbo) {
-        TurboScoresAvx2(a, kvh, q0, group, k_paged, n_kv, scratch);
-      } else if (k_kivi) {
-        if (a.k.dtype == KvDtype::kKivi2) {
-          ScoresKiviKeys<2>(a, kvh, q0, group, k_paged, n_kv, scratch);
-        } else {
-          ScoresKiviKeys<4>(a, kvh, q0, group, k_paged, n_kv, scratch);
-        }
-      } else if (k_fused) {
-        WithFormat(a.k.dtype,
-                   [&]<class F>() { ScoresFused<F>(a, kvh, q0, group, k_paged, n_kv, scratch); });
-      } else {
-        ScoresTiled(a, kvh, q0, group, 0, k_paged, n_kv, tile, scratch);
-      }
-      if (k_paged < n_kv) {
-        if (simd) {
-          ScoresWindow(a, kvh, q0, group, k_paged, n_kv, scratch);
-        } else {
-          ScoresTiled(a, kvh, q0, group, k_paged, n_kv, n_kv, tile, scratch);
-        }
-      }
-      for (int32_t g = 0; g < group; ++g) SoftmaxAvx2(scratch + g * n_kv, n_kv);
-      float* o0 = a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;
-      for (int32_t g = 0; g < group; ++g) std::fill(o0 + g * hd, o0 + (g + 1) * hd, 0.0f);
-      if (v_turbo) {
-        TurboValuesAvx2(a, kvh, group, v_paged, n_kv, scratch, o0);
-      } else if (v_fused) {
-        for (int32_t g = 0; g < group; ++g)
-          WithFormat(a.v.dtype, [&]<class F>() {
-            ValuesFused<F>(a.v, kvh, hd, v_paged, scratch + g * n_kv, o0 + g * hd);
-          });
-      } else {
-        ValuesTiled(a, kvh, o0, group, 0, v_paged, n_kv, tile, scratch);
-      }
-      if (v_paged < n_kv) {
-        if (simd) {
-          for (int32_t g = 0; g < group; ++g)
-            ValuesWindow(a.v, kvh, hd, v_paged, n_kv, scratch + g * n_kv, o0 + g * hd);
-        } else {
-          ValuesTiled(a, kvh, o0, group, v_paged, n_kv, n_kv, tile, scratch);
-        }
-      }
-    }
-  }
+  for (int64_t i0 = 0; i0 < a.n_q; i0 += kQueryBlock)
+    for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh)
+      AttentionBlock(a, c, kvh, i0, std::min(a.n_q, i0 + kQueryBlock), tile_buf.data(), sbuf, rbuf);
 }
 
 }  // namespace kvforge::kernels::internal

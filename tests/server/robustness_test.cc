@@ -255,7 +255,8 @@ TEST_F(RobustnessTest, SixtyFourConcurrentStreamsMatchSequentialGreedy) {
   std::vector<std::string> got(kClients), finish(kClients);
   std::vector<int> status(kClients, 0);
   std::vector<std::string> errors(kClients);
-  std::vector<bool> done(kClients, false);
+  // Not vector<bool>: its elements share words, so 64 threads setting their own flag would race.
+  std::vector<char> done(kClients, 0);
   std::vector<std::thread> threads;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kClients; ++i)
@@ -270,14 +271,14 @@ TEST_F(RobustnessTest, SixtyFourConcurrentStreamsMatchSequentialGreedy) {
           s.http.error + " events=" + std::to_string(s.raw_data.size()) + " t=" +
           std::to_string(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      done[static_cast<size_t>(i)] = s.done;
+      done[static_cast<size_t>(i)] = s.done ? 1 : 0;
       got[static_cast<size_t>(i)] = s.text[0];
       finish[static_cast<size_t>(i)] = s.finish[0];
     });
   for (auto& t : threads) t.join();
   for (int i = 0; i < kClients; ++i) {
     EXPECT_EQ(status[static_cast<size_t>(i)], 200) << i << " " << errors[static_cast<size_t>(i)];
-    EXPECT_TRUE(done[static_cast<size_t>(i)]) << i;
+    EXPECT_TRUE(done[static_cast<size_t>(i)]) << i << " " << errors[static_cast<size_t>(i)];
     EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i) % prompts.size()]) << i;
   }
   EXPECT_TRUE(WaitIdle(url()));

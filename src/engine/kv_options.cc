@@ -63,7 +63,12 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
     KVF_ASSIGN_OR_RETURN(s.v_dtype, Resolve(choice.v_dtype, choice));
   }
   s.block_tokens = choice.block_tokens;
-  s.turbo_qjl = choice.turbo_qjl && kvquant::IsTurbo(s.k_dtype);
+  if (choice.turbo_qjl && !kvquant::IsTurbo(s.k_dtype))
+    return Status::InvalidArgument(
+        "the QJL key sketch (kv_turbo_qjl / --kv-turbo-qjl) applies to turbo3 / turbo4 keys, "
+        "but the K cache dtype is " +
+        std::string(kvquant::KvDtypeName(s.k_dtype)));
+  s.turbo_qjl = choice.turbo_qjl;
   if (kvquant::IsKivi(s.k_dtype) && s.block_tokens % kvquant::kKiviGroup != 0)
     s.block_tokens = static_cast<int32_t>((s.block_tokens + kvquant::kKiviGroup - 1) /
                                           kvquant::kKiviGroup * kvquant::kKiviGroup);

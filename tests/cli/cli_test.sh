@@ -162,6 +162,8 @@ contains "kvquant3 calibration file" "$TMP/kq3.txt" "kvforge-kvquant-calib 1"
 check "eval kv kvquant3 post-rope ablation" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --kv-dtype kvquant3 --kvquant-post-rope --ctx 64 --chunks 1 --prompts 1 --gen-tokens 8 --json
 check "run kvquant3 loaded" 0 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype kvquant3 --kv-scales "$TMP/kq3.txt"
 contains "kvquant3 loaded log" "$TMP/err" "kvquant3 calibration loaded from a file"
+check "qjl needs turbo keys" 1 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype q8_0 --kv-turbo-qjl
+contains "qjl needs turbo keys message" "$TMP/err" "applies to turbo3 / turbo4 keys"
 check "run kvquant3 bad file" 1 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype kvquant3 --kv-scales "$TMP/nope.txt"
 # TurboQuant rows: 4 KV heads x 8, turbo4 = 16 B codes + 4 f16 norms per layer per K/V (5 layers);
 # QJL keys: 12 B codes + 4 B signs + 4 x (2 f16 norms).

@@ -113,12 +113,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   KVF_ASSIGN_OR_RETURN(impl->kv, kvstore::PagedKvCache::Create(kc));
   KVF_LOG_INFO("%s", engine::DescribeKvCache(*impl->kv).c_str());
   impl->pool = std::make_unique<kernels::ThreadPool>(options.threads);
-  if (options.kv_scales != "calibrate") {
-    KVF_ASSIGN_OR_RETURN(
-        const int64_t n,
-        engine::CalibrateKvOnText(*impl->model, *impl->tok, *impl->kv, *impl->pool, impl->max_ctx));
-    if (n > 0) KVF_LOG_INFO("kvquant3 calibrated on %lld tokens of built-in text", (long long)n);
-  }
+  KVF_RETURN_IF_ERROR(engine::CalibrateKvAtStartup(*impl->model, *impl->tok, *impl->kv, *impl->pool,
+                                                   impl->max_ctx, options.kv_scales));
 
   ModelInfo& i = impl->info;
   i.architecture = c.arch_name;

@@ -117,12 +117,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   KVF_RETURN_IF_ERROR(sc.Validate());
   e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
   e->pool_ = std::make_unique<kernels::ThreadPool>(c.threads);
-  if (c.kv_scales != "calibrate") {
-    KVF_ASSIGN_OR_RETURN(
-        const int64_t n,
-        engine::CalibrateKvOnText(*e->model_, *e->tok_, *e->cache_, *e->pool_, e->max_len_));
-    if (n > 0) KVF_LOG_INFO("kvquant3 calibrated on %lld tokens of built-in text", (long long)n);
-  }
+  KVF_RETURN_IF_ERROR(engine::CalibrateKvAtStartup(*e->model_, *e->tok_, *e->cache_, *e->pool_,
+                                                   e->max_len_, c.kv_scales));
   KVF_LOG_INFO("%s%s, prefix caching %s", engine::DescribeKvCache(*e->cache_).c_str(),
                c.contiguous_kv ? ", contiguous reservation per sequence" : "",
                e->cache_->prefix_cache() ? c.prefix_cache_mode.c_str() : "off");

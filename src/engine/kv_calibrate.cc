@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/log.h"
 #include "base/strings.h"
 #include "kernels/thread_pool.h"
 #include "kvstore/paged_kv_cache.h"
@@ -71,6 +72,15 @@ Result<int64_t> CalibrateKvOnText(const model::Model& model, const tokenizer::To
   kv.Free(kCalibrationSeq);
   if (!st.ok()) return st;
   return n;
+}
+
+Status CalibrateKvAtStartup(const model::Model& model, const tokenizer::Tokenizer& tok,
+                            kvstore::PagedKvCache& kv, kernels::ThreadPool& pool,
+                            int64_t max_tokens, const std::string& kv_scales) {
+  if (kv_scales == "calibrate") return Status::Ok();
+  KVF_ASSIGN_OR_RETURN(const int64_t n, CalibrateKvOnText(model, tok, kv, pool, max_tokens));
+  if (n > 0) KVF_LOG_INFO("kvquant3 calibrated on %lld tokens of built-in text", (long long)n);
+  return Status::Ok();
 }
 
 }  // namespace kvforge::engine

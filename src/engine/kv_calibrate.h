@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "kvforge/status.h"
@@ -39,5 +40,10 @@ bool NeedsKvCalibration(const kvstore::PagedKvCache& kv);
 Result<int64_t> CalibrateKvOnText(const model::Model& model, const tokenizer::Tokenizer& tok,
                                   kvstore::PagedKvCache& kv, kernels::ThreadPool& pool,
                                   int64_t max_tokens);
+// What both engines run at start-up: CalibrateKvOnText unless the user's `kv_scales` asks for
+// first-batch calibration ("calibrate"), and a log line saying how many tokens it took.
+Status CalibrateKvAtStartup(const model::Model& model, const tokenizer::Tokenizer& tok,
+                            kvstore::PagedKvCache& kv, kernels::ThreadPool& pool,
+                            int64_t max_tokens, const std::string& kv_scales);
 
 }  // namespace kvforge::engine

@@ -420,7 +420,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
   const bool many = i1 - i0 > 1;
   const bool k_rot = many && c.k_turbo && !a.k.turbo->qjl, v_rot = many && c.v_turbo;
   const size_t per_q = static_cast<size_t>(group * hd);
-  rbuf.assign(2 * per_q * static_cast<size_t>(i1 - i0), 0.0f);
+  if (k_rot || v_rot) rbuf.assign(2 * per_q * static_cast<size_t>(i1 - i0), 0.0f);
   auto scores = [&](int64_t i) { return sbuf.data() + region * static_cast<size_t>(i - i0); };
   auto q_of = [&](int64_t i) {
     return a.q + i * a.q_stride + static_cast<int64_t>(kvh) * group * hd;

@@ -47,7 +47,8 @@ function(kvforge_test name)
   if(NOT T_LABELS)
     set(T_LABELS unit)
   endif()
+  # The data folder is compiled in (tests/support/test_paths.cc); a KVF_SHARED_DIR environment
+  # variable set when ctest runs overrides it without a rebuild.
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-                       PROPERTIES LABELS "${T_LABELS}"
-                       ENVIRONMENT "KVF_SHARED_DIR=${KVF_SHARED_DIR}")
+                       PROPERTIES LABELS "${T_LABELS}")
 endfunction()

@@ -41,10 +41,11 @@ int CalcMain(const Args& args) {
       "calc",
       "KV-cache memory calculator: bytes per token and total KV bytes for a model,\n"
       "with the same model compared as MHA / GQA / MQA (and MLA where it has one).\n"
-      "  kvforge calc (--model PATH | --preset NAME | --layers L (--kv-heads H --head-dim D\n"
-      "               | --mla-rank R --rope-dim P)) --seq-len T [--batch B] [--kv-dtype T]\n"
+      "  kvforge calc [--model PATH | --preset NAME | --layers L (--kv-heads H --head-dim D\n"
+      "               | --mla-rank R --rope-dim P)] --seq-len T [--batch B] [--kv-dtype T]\n"
       "               [--json]");
-  p.AddString("model", &model_path, "GGUF model to read the attention shape from");
+  p.AddString("model", &model_path,
+              "GGUF model to read the attention shape from (default: the embedded model)");
   p.AddString("preset", &preset, "built-in shape: " + kvstore::KvPresetNames());
   p.AddInt("layers", &layers, "number of layers (custom shape)");
   p.AddInt("heads", &heads, "query heads, for the MHA/MQA comparison (default: --kv-heads)");
@@ -78,7 +79,6 @@ int CalcMain(const Args& args) {
   // Exactly one source of the model shape.
   const int sources =
       (p.Given("model") ? 1 : 0) + (p.Given("preset") ? 1 : 0) + (p.Given("layers") ? 1 : 0);
-  if (sources == 0) return UsageError("give one of --model PATH, --preset NAME or --layers L");
   if (sources > 1) return UsageError("--model, --preset and --layers are mutually exclusive");
   const std::vector<std::string> shape_flags = {"heads", "kv-heads", "head-dim", "mla-rank",
                                                 "rope-dim"};
@@ -100,7 +100,7 @@ int CalcMain(const Args& args) {
   req.dtype = *dtype;
   req.block_tokens = block_tokens;
   kvstore::KvModelSpec& m = req.model;
-  if (p.Given("model")) {
+  if (sources == 0 || p.Given("model")) {  // no shape given: the embedded model
     Result<KvModelShape> shape = ReadKvModelShape(model_path);
     if (!shape.ok()) {
       std::fprintf(stderr, "kvforge calc: %s: %s\n", model_path.c_str(),

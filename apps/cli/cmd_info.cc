@@ -8,6 +8,7 @@
 #include "flags.h"
 #include "gguf/gguf_reader.h"
 #include "kvforge/engine.h"
+#include "model_file.h"
 
 namespace kvforge::cli {
 
@@ -32,13 +33,11 @@ int InfoMain(const Args& args) {
   const ModelInfo& i = (*engine)->info();
   // Weight types by tensor count, read straight from the file.
   std::map<std::string, std::pair<int, uint64_t>> dtypes;
-  if (!model.empty()) {
-    if (auto f = gguf::GgufFile::Open(model); f.ok()) {
-      for (const auto& t : (*f)->tensors()) {
-        auto& e = dtypes[std::string(tensor::DTypeName(t.dtype))];
-        e.first++;
-        e.second += t.nbytes;
-      }
+  if (auto f = OpenModelFile(model); f.ok()) {
+    for (const auto& t : (*f)->tensors()) {
+      auto& e = dtypes[std::string(tensor::DTypeName(t.dtype))];
+      e.first++;
+      e.second += t.nbytes;
     }
   }
   const uint64_t kv16 = i.kv_bytes_per_token;

@@ -5,12 +5,12 @@
 #include <cstring>
 #include <string>
 
-#include "assets/default_model.h"
 #include "base/strings.h"
 #include "commands.h"
 #include "flags.h"
 #include "gguf/gguf_reader.h"
 #include "model/random_model.h"
+#include "model_file.h"
 #include "tensor/dtype.h"
 
 namespace kvforge::cli {
@@ -62,10 +62,7 @@ int MakeModelMain(const Args& args) {
   spec.seed = static_cast<uint64_t>(seed);
   if (kv_heads < 0) kv_heads = heads;
   if (ffn == 0) ffn = (dim * 8 / 3 + 31) / 32 * 32;
-  auto vf = vocab_from.empty()
-                ? gguf::GgufFile::FromMemory(assets::DefaultModelData(), assets::DefaultModelSize(),
-                                             assets::kDefaultModelName)
-                : gguf::GgufFile::Open(vocab_from);
+  auto vf = OpenModelFile(vocab_from);
   if (!vf.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", vf.error().message().c_str());
     return 1;

@@ -4,7 +4,7 @@
 
 #include "commands.h"
 #include "flags.h"
-#include "gguf/gguf_reader.h"
+#include "model_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvforge::cli {
@@ -16,12 +16,11 @@ int TokenizeMain(const Args& args) {
       "tokenize",
       "Reads all of stdin as bytes and prints its token ids (one line, space-separated).\n"
       "By default BOS/EOS are added as the vocabulary asks and special-token text is parsed.");
-  p.AddString("model", &model, "GGUF model or vocab-only GGUF path");
+  p.AddString("model", &model, "GGUF model or vocab-only GGUF path (default: the embedded model)");
   p.AddBool("no-special", &no_special, "add no BOS/EOS and treat special-token text as plain text");
   p.AddBool("json", &json, "print a JSON array");
-  p.Require("model");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
-  auto file = gguf::GgufFile::Open(model);
+  auto file = OpenModelFile(model);
   if (!file.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", file.error().message().c_str());
     return 1;

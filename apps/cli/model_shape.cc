@@ -1,11 +1,11 @@
 #include "model_shape.h"
 
-#include "gguf/gguf_reader.h"
+#include "model_file.h"
 
 namespace kvforge::cli {
 
 Result<KvModelShape> ReadKvModelShape(const std::string& gguf_path) {
-  KVF_ASSIGN_OR_RETURN(auto f, gguf::GgufFile::Open(gguf_path));
+  KVF_ASSIGN_OR_RETURN(auto f, OpenModelFile(gguf_path));
   KvModelShape s;
   KVF_ASSIGN_OR_RETURN(std::string arch, f->GetString("general.architecture"));
   if (const auto* n = f->Find("general.name"); n && n->type == gguf::ValueType::kString)

@@ -64,9 +64,6 @@ struct ModelInfo {
   std::string bos_text, eos_text;  // the BOS/EOS token texts, for chat templates
 };
 
-enum class FinishReason { kLength, kStop, kEos, kCancelled };
-const char* FinishReasonName(FinishReason r);
-
 struct GenerationResult {
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> tokens;  // generated ids (EOS excluded)

@@ -31,20 +31,6 @@ double MsSince(Clock::time_point t0) {
 }
 }  // namespace
 
-const char* FinishReasonName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kEos:
-      return "stop";
-    case FinishReason::kCancelled:
-      return "cancelled";
-  }
-  return "unknown";
-}
-
 struct Engine::Impl {
   EngineOptions opts;
   std::unique_ptr<model::Model> model;
@@ -244,7 +230,7 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   r.prefill_tokens_per_s = prompt.size() / std::max(1e-9, r.prefill_ms / 1000.0);
 
   sampling::Sampler sampler(params);
-  engine::StopChecker stop(*im.tok, params.stop);
+  engine::StopChecker stop(*im.tok, params);
   std::vector<int32_t> history = prompt;
   auto last = Clock::now();
   Clock::time_point first_token_time;
@@ -261,31 +247,21 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
       r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
     }
     last = now;
-    const bool is_stop_id = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(),
-                                      tok) != params.stop_token_ids.end();
-    if ((im.tok->IsEog(tok) && !params.ignore_eos) || is_stop_id) {
-      r.finish = is_stop_id ? FinishReason::kStop : FinishReason::kEos;
-      stopped = true;
-      break;
+    const engine::TokenOutcome out = stop.Accept(tok, static_cast<int32_t>(r.tokens.size()));
+    if (out.keep_token) {
+      r.tokens.push_back(tok);
+      if (params.logprobs > 0)
+        r.logprobs.push_back(sampling::Sampler::LogProb(raw.data(), n_vocab, tok, nullptr, 0));
+      history.push_back(tok);
     }
-    r.tokens.push_back(tok);
-    if (params.logprobs > 0)
-      r.logprobs.push_back(sampling::Sampler::LogProb(raw.data(), n_vocab, tok, nullptr, 0));
-    history.push_back(tok);
     // Text safe to stream: complete UTF-8, nothing that could begin a stop string, cut at a stop.
-    bool hit = false;
-    const std::string piece = stop.Push(tok, &hit);
-    if (on_token && !piece.empty() && !on_token(tok, piece)) {
-      r.finish = FinishReason::kCancelled;
+    const bool caller_goes_on =
+        !on_token || out.text.empty() || on_token(out.keep_token ? tok : -1, out.text);
+    if (out.finished || !caller_goes_on) {
+      r.finish = out.finished ? out.reason : FinishReason::kAbort;
       stopped = true;
       break;
     }
-    if (hit) {
-      r.finish = FinishReason::kStop;
-      stopped = true;
-      break;
-    }
-    if (static_cast<int32_t>(r.tokens.size()) >= params.max_tokens) break;
     const int64_t pos = static_cast<int64_t>(history.size()) - 1;
     if (pos + 1 >= im.max_ctx) break;  // context full: finish with "length"
     if (!im.kv->EnsureTokens(0, pos + 1)) return Status::ResourceExhausted("KV cache exhausted");
@@ -294,8 +270,8 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
     batch.seqs.push_back({0, pos, 0, 1, false, true});
     KVF_RETURN_IF_ERROR(im.model->Forward(batch, *im.kv, im.ws, *im.pool, &logits));
   }
-  if (!stopped) r.finish = FinishReason::kLength;
-  if (r.finish != FinishReason::kStop && r.finish != FinishReason::kCancelled) {
+  if (!stopped) {  // the context is full (or max_tokens was 0)
+    r.finish = FinishReason::kLength;
     const std::string rest = stop.Flush();
     if (on_token && !rest.empty()) on_token(-1, rest);
   }

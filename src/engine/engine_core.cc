@@ -134,7 +134,7 @@ std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t in
   if (p.seed != 0xFFFFFFFFull)
     p.seed += static_cast<uint64_t>(index);  // distinct streams for n > 1
   s->sampler = std::make_unique<sampling::Sampler>(p);
-  s->stop = std::make_unique<engine::StopChecker>(*tok_, r.params.stop);
+  s->stop = std::make_unique<engine::StopChecker>(*tok_, r.params);
   seq_owner_[s->id] = r.id;
   return s;
 }
@@ -147,10 +147,7 @@ std::unique_ptr<EngineCore::Seq> EngineCore::CloneSeq(const Request& r, const Se
   s->cum_logprob = from.cum_logprob;
   s->token_logprobs = from.token_logprobs;
   // Beams re-render their text at the end; the stop checker restarts from the shared prefix.
-  for (size_t i = r.prompt.size(); i < from.tokens.size(); ++i) {
-    bool hit = false;
-    (void)s->stop->Push(from.tokens[i], &hit);
-  }
+  for (size_t i = r.prompt.size(); i < from.tokens.size(); ++i) s->stop->Replay(from.tokens[i]);
   return s;
 }
 
@@ -225,7 +222,7 @@ void EngineCore::Abort(int64_t request_id) {
   for (auto& s : r.seqs)
     if (!s->finished) {
       s->finished = true;
-      s->finish_reason = "abort";
+      s->finish_reason = FinishReasonName(FinishReason::kAbort);
     }
   Emit(r, true);
   for (auto& s : r.seqs) seq_owner_.erase(s->id);
@@ -246,28 +243,18 @@ void EngineCore::AppendToken(Request& r, Seq& s, int32_t token, const float* raw
     s.top_logprobs.push_back(std::move(alts));
   }
   s.cum_logprob += lp;
-  const bool stop_id = std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(),
-                                 token) != r.params.stop_token_ids.end();
-  if ((tok_->IsEog(token) && !r.params.ignore_eos) || stop_id) {
-    s.finished = true;
-    s.finish_reason = "stop";
-    s.delta_text += s.stop->Flush();
-    return;
+  engine::TokenOutcome out = s.stop->Accept(token, static_cast<int32_t>(s.n_generated));
+  if (out.keep_token) {
+    s.tokens.push_back(token);
+    s.n_generated++;
+    s.delta_ids.push_back(token);
+    generation_tokens_total_++;
+    r.metrics.generated_tokens++;
   }
-  s.tokens.push_back(token);
-  s.n_generated++;
-  s.delta_ids.push_back(token);
-  generation_tokens_total_++;
-  r.metrics.generated_tokens++;
-  bool hit = false;
-  s.delta_text += s.stop->Push(token, &hit);
-  if (hit) {
+  s.delta_text += out.text;
+  if (out.finished) {
     s.finished = true;
-    s.finish_reason = "stop";
-  } else if (s.n_generated >= r.params.max_tokens) {
-    s.finished = true;
-    s.finish_reason = "length";
-    s.delta_text += s.stop->Flush();
+    s.finish_reason = FinishReasonName(out.reason);
   }
 }
 
@@ -446,7 +433,7 @@ Status EngineCore::ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outc
       seq_owner_.erase(done->id);
       done->cum_logprob = c.score;
       done->finished = true;
-      done->finish_reason = "stop";
+      done->finish_reason = FinishReasonName(FinishReason::kStop);
       r.done_beams.push_back(std::move(done));
       continue;
     }
@@ -527,7 +514,9 @@ void EngineCore::FinishBeamRequest(Request& r) {
   for (auto& s : r.seqs) {
     if (!s->finished) {
       s->finished = true;
-      s->finish_reason = s->n_generated >= r.params.max_tokens ? "length" : "stop";
+      s->finish_reason = FinishReasonName(s->n_generated >= r.params.max_tokens
+                                              ? FinishReason::kLength
+                                              : FinishReason::kStop);
     }
     seq_owner_.erase(s->id);
     r.done_beams.push_back(std::move(s));
@@ -557,7 +546,8 @@ RequestOutput EngineCore::BuildOutput(Request& r, bool final) {
     if (final) {
       c.token_ids.assign(s->tokens.begin() + static_cast<long>(r.prompt.size()), s->tokens.end());
       c.text = r.beam ? tok_->Decode(c.token_ids) : s->stop->text();
-      c.finish_reason = s->finish_reason.empty() ? "abort" : s->finish_reason;
+      c.finish_reason =
+          s->finish_reason.empty() ? FinishReasonName(FinishReason::kAbort) : s->finish_reason;
       c.cumulative_logprob = s->cum_logprob;
       c.token_logprobs = s->token_logprobs;
       c.top_logprobs = s->top_logprobs;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace kvforge::engine {
+namespace kvforge {
 namespace {
 
 // Longest suffix of `text` that is a proper prefix of some stop string.
@@ -21,11 +21,49 @@ size_t Holdback(const std::string& text, const std::vector<std::string>& stops) 
 
 }  // namespace
 
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kAbort:
+      return "abort";
+  }
+  return "unknown";
+}
+
+namespace engine {
+
+TokenOutcome StopChecker::Accept(int32_t token, int32_t n_generated) {
+  TokenOutcome out;
+  const std::vector<int32_t>& ids = params_.stop_token_ids;
+  const bool stop_id = std::find(ids.begin(), ids.end(), token) != ids.end();
+  if ((tok_.IsEog(token) && !params_.ignore_eos) || stop_id) {
+    out.keep_token = false;
+    out.finished = true;
+    out.reason = FinishReason::kStop;
+    out.text = Flush();
+    return out;
+  }
+  bool hit = false;
+  out.text = Push(token, &hit);
+  if (hit) {
+    out.finished = true;
+    out.reason = FinishReason::kStop;
+  } else if (n_generated + 1 >= params_.max_tokens) {
+    out.finished = true;
+    out.reason = FinishReason::kLength;
+    out.text += Flush();
+  }
+  return out;
+}
+
 std::string StopChecker::Push(int32_t token, bool* hit) {
   *hit = false;
   const size_t before = text_.size();
   text_ += decoder_.Push(token);
-  for (const auto& s : stops_) {
+  for (const auto& s : params_.stop) {
     // Only a stop string overlapping the new text can be new.
     const size_t from = before >= s.size() ? before - s.size() + 1 : 0;
     const size_t at = text_.find(s, from);
@@ -34,7 +72,7 @@ std::string StopChecker::Push(int32_t token, bool* hit) {
       *hit = true;
     }
   }
-  const size_t safe = *hit ? text_.size() : text_.size() - Holdback(text_, stops_);
+  const size_t safe = *hit ? text_.size() : text_.size() - Holdback(text_, params_.stop);
   std::string out;
   if (safe > emitted_) {
     out = text_.substr(emitted_, safe - emitted_);
@@ -50,4 +88,5 @@ std::string StopChecker::Flush() {
   return out;
 }
 
-}  // namespace kvforge::engine
+}  // namespace engine
+}  // namespace kvforge

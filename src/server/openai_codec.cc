@@ -1,6 +1,7 @@
 // server/openai_codec.cc — the only TU that includes nlohmann/json (see openai_codec.h).
 #include "server/openai_codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -320,8 +321,28 @@ Status ParseGenerationFields(const Fields& f, const CodecLimits& limits, bool ch
   return Status::Ok();
 }
 
+// The roles of OpenAI's chat API ("function" is its deprecated form of "tool").
+constexpr const char* kApiRoles[] = {"system", "developer", "user", "assistant", "tool",
+                                     "function"};
+
+bool IsAcceptedRole(const std::string& role, const CodecLimits& limits) {
+  for (const char* r : kApiRoles)
+    if (role == r) return true;
+  return std::find(limits.template_roles.begin(), limits.template_roles.end(), role) !=
+         limits.template_roles.end();
+}
+
+std::string AcceptedRolesList(const CodecLimits& limits) {
+  std::string out;
+  for (const char* r : kApiRoles) out += std::string(out.empty() ? "" : ", ") + r;
+  for (const std::string& r : limits.template_roles)
+    if (!IsAcceptedRole(r, CodecLimits{})) out += ", " + r;
+  return out;
+}
+
 // messages (+ tools, chat_template_kwargs, add_generation_prompt) for chat and /tokenize.
-Status ParseChatInput(const Fields& f, std::string* param, ChatInput* chat) {
+Status ParseChatInput(const Fields& f, const CodecLimits& limits, std::string* param,
+                      ChatInput* chat) {
   const json* m = f.Get("messages");
   if (m == nullptr) return f.Fail("messages", "'messages' is required");
   if (!m->is_array()) return f.WrongType("messages", "an array", *m);
@@ -339,6 +360,12 @@ Status ParseChatInput(const Fields& f, std::string* param, ChatInput* chat) {
     if (role == msg.end() || !role->is_string()) {
       *param = where + ".role";
       return Status::InvalidArgument(StrFormat("'%s.role' must be a string", where.c_str()));
+    }
+    if (!IsAcceptedRole(role->get<std::string>(), limits)) {
+      *param = where + ".role";
+      return Status::InvalidArgument(
+          StrFormat("'%s.role' must be one of %s (got '%s')", where.c_str(),
+                    AcceptedRolesList(limits).c_str(), role->get<std::string>().c_str()));
     }
     json copy = msg;
     std::string text;
@@ -477,7 +504,7 @@ Status ParseChatRequest(std::string_view body, const CodecLimits& limits, ChatRe
   json j;
   KVF_RETURN_IF_ERROR(ParseObject(body, limits.max_depth, &j));
   Fields f(j, param);
-  KVF_RETURN_IF_ERROR(ParseChatInput(f, param, &out->chat));
+  KVF_RETURN_IF_ERROR(ParseChatInput(f, limits, param, &out->chat));
   if (const json* rf = f.Get("response_format")) {
     if (!rf->is_object()) return f.WrongType("response_format", "an object", *rf);
     auto type = rf->find("type");
@@ -501,7 +528,7 @@ Status ParseTokenizeRequest(std::string_view body, const CodecLimits& limits, To
     KVF_RETURN_IF_ERROR(f.String("prompt", &out->prompt));
   } else {
     out->is_chat = true;
-    KVF_RETURN_IF_ERROR(ParseChatInput(f, param, &out->chat));
+    KVF_RETURN_IF_ERROR(ParseChatInput(f, limits, param, &out->chat));
   }
   KVF_RETURN_IF_ERROR(
       f.Bool("add_special_tokens", &out->add_special_tokens, &out->add_special_tokens_given));

@@ -23,6 +23,9 @@ struct CodecLimits {
   size_t max_prompts = 256;  // prompts in one completions request
   size_t max_stop = 16;      // stop strings
   size_t max_stop_bytes = 1024;
+  // Chat message roles accepted beyond the API's (system, developer, user, assistant, tool,
+  // function): those the model's chat template names (chat::RolesNamedByTemplate).
+  std::vector<std::string> template_roles;
 };
 
 // Request decoders. On error the Status is kInvalidArgument and *param names the field ("" when

@@ -17,6 +17,7 @@
 #include "base/strings.h"
 #include "chat/chat_template.h"
 #include "chat/json.h"
+#include "chat/template_roles.h"
 #include "server/api_types.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
@@ -654,6 +655,7 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
   auto tmpl = chat::ChatTemplate::Parse(source);
   if (!tmpl.ok()) return tmpl.error().WithContext("chat template");
   st->tmpl.emplace(std::move(*tmpl));
+  st->limits.template_roles = chat::RolesNamedByTemplate(source);
 
   MetricsRegistry& r = st->reg;
   st->running = r.AddGauge("kvforge_requests_running", "Sequences in the running batch.");

@@ -392,8 +392,6 @@ Status BpeTokenizer::Init(const gguf::GgufFile& file) {
     }
   }
 
-  FixSpecialTypes(file);
-
   // add_bos: the GGUF key when present, else the family default; Gemma 4 always adds BOS.
   const bool has_add_bos = file.Find("tokenizer.ggml.add_bos_token") != nullptr;
   if (!has_add_bos && pre_->traits().default_add_bos) vocab_.add_bos = true;

@@ -63,7 +63,6 @@ class BpeTokenizer final : public Tokenizer {
 
   explicit BpeTokenizer(Vocab vocab);
   Status Init(const gguf::GgufFile& file);
-  void FixSpecialTypes(const gguf::GgufFile& file);
   // Symbol id of `text`: its token id, else an extra id (created when `create`), else -1.
   int32_t SymbolId(std::string_view text, bool create);
   int32_t FindSymbol(std::string_view text) const;  // -1 when absent

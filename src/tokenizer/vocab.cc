@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
+#include "tokenizer/special_types.h"
 
 namespace kvforge::tokenizer {
 
@@ -14,6 +15,37 @@ TokenId Vocab::Find(std::string_view text) const {
 }
 
 bool Vocab::IsEog(TokenId id) const { return id != kNoToken && (id == eos || id == eot); }
+
+namespace {
+
+// End-of-generation markers beyond EOS: control tokens such as <|eot_id|>, <|im_end|>.
+void DetectEndOfTurn(Vocab* v) {
+  if (v->eot != kNoToken) return;
+  for (const char* t : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"}) {
+    const TokenId id = v->Find(t);
+    if (id != kNoToken && id != v->eos &&
+        v->types[static_cast<size_t>(id)] == TokenType::kControl) {
+      v->eot = id;
+      return;
+    }
+  }
+}
+
+// Tokens matched as whole strings (control, user-defined, unknown), longest text first.
+void IndexSpecialTokens(Vocab* v) {
+  v->special_tokens.clear();
+  for (size_t i = 0; i < v->texts.size(); ++i) {
+    const TokenType t = v->types[i];
+    if ((t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) &&
+        !v->texts[i].empty())
+      v->special_tokens.push_back(static_cast<TokenId>(i));
+  }
+  std::stable_sort(v->special_tokens.begin(), v->special_tokens.end(), [&](TokenId a, TokenId b) {
+    return v->texts[static_cast<size_t>(a)].size() > v->texts[static_cast<size_t>(b)].size();
+  });
+}
+
+}  // namespace
 
 Result<Vocab> Vocab::FromGguf(const gguf::GgufFile& f) {
   Vocab v;
@@ -100,27 +132,11 @@ Result<Vocab> Vocab::FromGguf(const gguf::GgufFile& f) {
       if (v.byte_tokens[b] == kNoToken) v.byte_tokens[b] = static_cast<TokenId>(i);
     }
   }
-  for (size_t i = 0; i < n; ++i) {
-    const TokenType t = v.types[i];
-    if ((t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) &&
-        !v.texts[i].empty())
-      v.special_tokens.push_back(static_cast<TokenId>(i));
-  }
-  std::stable_sort(v.special_tokens.begin(), v.special_tokens.end(), [&](TokenId a, TokenId b) {
-    return v.texts[static_cast<size_t>(a)].size() > v.texts[static_cast<size_t>(b)].size();
-  });
-  // End-of-generation markers beyond EOS: control tokens such as <|eot_id|>, <|im_end|>.
-  if (v.eot == kNoToken) {
-    for (const char* t :
-         {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"}) {
-      TokenId id = v.Find(t);
-      if (id != kNoToken && id != v.eos &&
-          v.types[static_cast<size_t>(id)] == TokenType::kControl) {
-        v.eot = id;
-        break;
-      }
-    }
-  }
+  // The end-of-turn marker is looked for before and after llama.cpp's retyping, as it does.
+  DetectEndOfTurn(&v);
+  ApplyLlamaCppTokenTypes(f, &v);
+  DetectEndOfTurn(&v);
+  IndexSpecialTokens(&v);
   return v;
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Drives the kvforge executable as a user would. Usage: cli_test.sh KVFORGE SHARED_DIR
+# Drives the kvforge executable as a user would. Usage: cli_test.sh KVFORGE DATA_DIR
+# (a KVF_SHARED_DIR environment variable overrides DATA_DIR, as for the GoogleTest suites).
 set -u
 KVF="$1"
-SHARED="$2"
+SHARED="${KVF_SHARED_DIR:-$2}"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 pass=0
@@ -58,12 +59,20 @@ check "tokenize" 0 "$KVF" tokenize --model "$SHARED/tokenizer-tests/ggml-vocab-l
 contains "tokenize ids" "$TMP/out" "15043 3186"
 check "tokenize json with BOS" 0 "$KVF" tokenize --model "$SHARED/tokenizer-tests/ggml-vocab-llama-spm.gguf" --json <"$TMP/in.txt"
 contains "tokenize json" "$TMP/out" "[1,15043,3186]"
-check "tokenize missing model flag" 2 "$KVF" tokenize
+# No --model: the embedded model, as for run and serve (the same ids as its GGUF file).
+check "tokenize embedded model" 0 "$KVF" tokenize --no-special <"$TMP/in.txt"
+cp "$TMP/out" "$TMP/tok_embedded"
+check "tokenize embedded model's file" 0 "$KVF" tokenize --model "$SHARED/models/stories260K.gguf" --no-special <"$TMP/in.txt"
+if cmp -s "$TMP/out" "$TMP/tok_embedded" && [[ -s "$TMP/out" ]]; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL: tokenize default model differs from stories260K.gguf"; fi
 
 check "info" 0 "$KVF" info --model "$SHARED/models/stories260K.gguf"
 contains "info kv bytes" "$TMP/out" "KV bytes/token: 640 (f16)"
 check "info json" 0 "$KVF" info --json
 contains "info json arch" "$TMP/out" '"architecture":"llama"'
+contains "info json embedded dtypes" "$TMP/out" '"dtypes":{"f32":'
+check "calc embedded model" 0 "$KVF" calc --seq-len 512 --json
+contains "calc embedded layers" "$TMP/out" '"n_layers":5'
 
 check "make-model" 0 "$KVF" make-model --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 96 --dtype q8_0 --out "$TMP/m.gguf"
 check "make-model runs" 0 "$KVF" run --model "$TMP/m.gguf" --prompt "Hello" --max-tokens 4

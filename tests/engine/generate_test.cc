@@ -65,7 +65,7 @@ TEST(GenerateTest, MaxTokensAndCallbackCancel) {
   int calls = 0;
   r = e->Generate(ids, p, [&](int32_t, const std::string&) { return ++calls < 3; });
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->finish, FinishReason::kCancelled);
+  EXPECT_EQ(r->finish, FinishReason::kAbort);
   EXPECT_EQ(calls, 3);
 }
 

@@ -1,5 +1,5 @@
-// Golden tests against llama.cpp's outputs in ../shared/reference: prompt ids, greedy ids (up to
-// the first recorded near-tie), log-probabilities, and perplexity.
+// Golden tests against llama.cpp's outputs in tests/data/reference: prompt ids, greedy ids (up
+// to the first recorded near-tie), log-probabilities, and perplexity.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,7 +1,7 @@
 // libFuzzer target for the tokenizers: any bytes encode (with and without special-token parsing)
 // and decode without crashing; decoding what was encoded gives back the input bytes.
 // The vocabulary comes from KVF_FUZZ_VOCAB (a GGUF path); the tests pass vocabularies from
-// ../shared/tokenizer-tests.
+// tests/data/tokenizer-tests.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

@@ -138,6 +138,35 @@ TEST(CodecTest, ChatMessagesKeepEveryFieldForTheTemplate) {
   EXPECT_EQ(r.gen.logprobs, -1);
 }
 
+TEST(CodecTest, ChatRolesAreTheApisAndTheTemplates) {
+  std::string param;
+  for (const char* role : {"system", "developer", "user", "assistant", "tool", "function"}) {
+    ChatRequest r;
+    const std::string body =
+        std::string(R"({"messages":[{"role":")") + role + R"(","content":"hi"}]})";
+    EXPECT_TRUE(ParseChatRequest(body, {}, &r, &param).ok()) << role;
+  }
+  const std::string wizard =
+      R"({"messages":[{"role":"user","content":"a"},{"role":"wizard","content":"b"}]})";
+  ChatRequest r;
+  Status s = ParseChatRequest(wizard, {}, &r, &param);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(param, "messages[1].role");
+  EXPECT_NE(s.message().find("'wizard'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("developer"), std::string::npos) << s.message();
+  // A role the model's template names is accepted, and listed in the error.
+  CodecLimits limits;
+  limits.template_roles = {"ipython", "user"};
+  const std::string ipython = R"({"messages":[{"role":"ipython","content":"42"}]})";
+  EXPECT_FALSE(ParseChatRequest(ipython, {}, &r, &param).ok());
+  EXPECT_TRUE(ParseChatRequest(ipython, limits, &r, &param).ok());
+  s = ParseChatRequest(wizard, limits, &r, &param);
+  EXPECT_NE(s.message().find("function, ipython (got"), std::string::npos) << s.message();
+  TokenizeRequest t;
+  EXPECT_FALSE(ParseTokenizeRequest(wizard, {}, &t, &param).ok());
+  EXPECT_EQ(param, "messages[1].role");
+}
+
 TEST(CodecTest, EncodersWriteTheOpenAiShapes) {
   GenerationResponse r;
   r.id = "cmpl-1";

@@ -340,6 +340,19 @@ TEST_F(ServerTest, ChatTemplateErrorsAre400) {
   EXPECT_EQ(r.body["error"]["param"], "messages");
 }
 
+TEST_F(ServerTest, UnknownChatRoleIs400) {
+  Reply r = Post(url(), "/v1/chat/completions",
+                 json{{"messages", {{{"role", "wizard"}, {"content", "hi"}}}}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_EQ(r.body["error"]["type"], "invalid_request_error") << r.raw;
+  EXPECT_EQ(r.body["error"]["param"], "messages[0].role") << r.raw;
+  Reply ok = Post(url(), "/v1/chat/completions",
+                  json{{"messages", {{{"role", "developer"}, {"content", "Be brief."}},
+                                     {{"role", "user"}, {"content", "hi"}}}},
+                       {"max_tokens", 2}});
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+}
+
 TEST_F(ServerTest, TokenizeAndDetokenize) {
   Reply t = Post(url(), "/tokenize", json{{"prompt", "Hello world"}, {"return_token_strs", true}});
   ASSERT_EQ(t.status, 200) << t.raw;

@@ -1,5 +1,5 @@
 // vocab_vectors.h — loads llama.cpp's tokenizer test vectors (NAME.gguf.inp / .out) from
-// ../shared/tokenizer-tests: inputs separated by "\n__ggml_vocab_test__\n", one output line of
+// tests/data/tokenizer-tests: inputs separated by "\n__ggml_vocab_test__\n", one output line of
 // space-prefixed ids per input.
 #pragma once
 

@@ -1,6 +1,8 @@
 // Tokenizer micro-benchmarks: encode throughput (bytes/s of input text) per vocabulary family on
-// ~0.8 MB of English prose (shared/models/tinystories-val-head.txt), plus decode throughput.
-// The shared folder is $KVF_SHARED_DIR, else ../shared, else the one next to this source tree.
+// English prose (models/tinystories-val-head.txt), decode throughput, and how encoding and
+// pre-tokenizing a long run of one unit grows with its length (Big-O fit: linear, not
+// quadratic; the unit tests check correctness of long runs, this measures their cost).
+// The data folder is $KVF_SHARED_DIR, else ../shared, else the repository's tests/data.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -24,9 +26,9 @@ bool Exists(const std::string& path) { return std::ifstream(path).good(); }
 std::string SharedDir() {
   if (const char* env = std::getenv("KVF_SHARED_DIR"); env != nullptr && *env != '\0') return env;
   if (Exists("../shared/models/tinystories-val-head.txt")) return "../shared";
-  std::string here = __FILE__;  // .../main/bench/tokenizer_bench.cc -> .../shared
-  for (int up = 0; up < 3 && !here.empty(); ++up) here = here.substr(0, here.find_last_of('/'));
-  return here + "/shared";
+  std::string here = __FILE__;  // .../main/bench/tokenizer_bench.cc -> .../main/tests/data
+  for (int up = 0; up < 2 && !here.empty(); ++up) here = here.substr(0, here.find_last_of('/'));
+  return here + "/tests/data";
 }
 
 const std::string& Text() {
@@ -105,5 +107,40 @@ KVF_TOKENIZER_BENCH(mpt, "mpt");
 KVF_TOKENIZER_BENCH(default_aquila, "aquila");
 KVF_TOKENIZER_BENCH(gemma4, "gemma-4");
 KVF_TOKENIZER_BENCH(spm_llama, "llama-spm");
+
+// A run of state.range(0) bytes of one unit (" a" or runs of spaces: the worst cases for
+// merge-based encoders), so that the Big-O fit across lengths shows the growth.
+std::string Run(const char* unit, int64_t bytes) {
+  std::string s;
+  while (static_cast<int64_t>(s.size()) < bytes) s += unit;
+  return s;
+}
+
+void BM_EncodeRun(benchmark::State& state, const char* vocab, const char* unit) {
+  const Tokenizer* tok = Load(vocab);
+  if (tok == nullptr) {
+    state.SkipWithError("vocabulary not found (set KVF_SHARED_DIR)");
+    return;
+  }
+  const std::string text = Run(unit, state.range(0));
+  for (auto _ : state) {
+    auto ids = tok->Encode(text, false, false);
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetComplexityN(state.range(0));
+}
+
+#define KVF_TOKENIZER_RUN_BENCH(name, vocab, unit)   \
+  BENCHMARK_CAPTURE(BM_EncodeRun, name, vocab, unit) \
+      ->RangeMultiplier(4)                           \
+      ->Range(6250, 100000)                          \
+      ->Unit(benchmark::kMillisecond)                \
+      ->Complexity()
+
+KVF_TOKENIZER_RUN_BENCH(gpt2_spaces, "gpt-2", " ");
+KVF_TOKENIZER_RUN_BENCH(gpt2_words, "gpt-2", " a");
+KVF_TOKENIZER_RUN_BENCH(gemma4_spaces, "gemma-4", " ");
+KVF_TOKENIZER_RUN_BENCH(spm_llama_spaces, "llama-spm", " ");
+KVF_TOKENIZER_RUN_BENCH(spm_llama_letters, "llama-spm", "a");
 
 }  // namespace

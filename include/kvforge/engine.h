@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kvforge/finish_reason.h"
 #include "kvforge/sampling_params.h"
 #include "kvforge/status.h"
 
@@ -35,7 +36,7 @@ struct EngineOptions {
   bool kivi_eager = false;  // KIVI: quantize before the step's attention (simulated quantization)
   // kvquant3 ablation: quantize keys AFTER RoPE (as every other dtype does) instead of before.
   bool kvquant_post_rope_keys = false;
-  bool kv_turbo_qjl = false;  // turbo3/turbo4 KEYS: TurboQuant-prod (QJL residual sketch)
+  bool kv_turbo_qjl = false;     // turbo3/turbo4 KEYS: TurboQuant-prod (QJL residual sketch)
   int32_t kv_block_tokens = 16;  // KV block size in tokens
   int64_t prefill_chunk = 512;   // prompt tokens per forward step
   // KV pool size: an explicit byte budget, or a fraction of the RAM available at start minus the

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "kvforge/finish_reason.h"
 #include "kvforge/sampling_params.h"
 #include "kvforge/status.h"
 
@@ -103,7 +104,7 @@ struct EngineStats {
   int64_t kv_total_blocks = 0;
   int64_t kv_block_tokens = 0;
   uint64_t kv_bytes = 0;
-  int64_t live_tokens = 0;     // tokens held by sequences
+  int64_t live_tokens = 0;     // tokens whose KV sequences hold (PagedKvCache::LiveTokens)
   int64_t reserved_slots = 0;  // token slots in blocks held by sequences
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;

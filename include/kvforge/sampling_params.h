@@ -9,12 +9,6 @@
 
 namespace kvforge {
 
-// Why a sequence ended, with OpenAI's / vLLM's names (FinishReasonName): "length" (max_tokens or
-// the context), "stop" (an end-of-generation token, a stop token id or a stop string), "abort"
-// (the caller gave up).
-enum class FinishReason { kLength, kStop, kAbort };
-const char* FinishReasonName(FinishReason r);
-
 struct SamplingParams {
   float temperature = 0.8f;         // <= 0: greedy
   int32_t top_k = 40;               // <= 0: disabled

@@ -10,6 +10,7 @@
 #include "assets/default_model.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/token_ids.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_calibrate.h"
 #include "engine/kv_options.h"
@@ -207,10 +208,7 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   Impl& im = *impl_;
   const int64_t n_vocab = im.model->config().n_vocab;
   if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
-  for (int32_t t : prompt)
-    if (t < 0 || t >= n_vocab)
-      return Status::InvalidArgument(
-          base::StrFormat("prompt token %d is outside the vocabulary", t));
+  KVF_RETURN_IF_ERROR(base::CheckTokenIds(prompt, n_vocab).WithContext("prompt"));
   const int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   if (need > im.max_ctx)
     return Status::InvalidArgument(base::StrFormat(

@@ -6,6 +6,7 @@
 #include "assets/default_model.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/token_ids.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_calibrate.h"
 #include "engine/kv_options.h"
@@ -161,10 +162,7 @@ Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt,
                                    const SamplingParams& params) const {
   KVF_RETURN_IF_ERROR(params.Validate());
   if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
-  const int64_t n_vocab = model_->config().n_vocab;
-  for (int32_t t : prompt)
-    if (t < 0 || t >= n_vocab)
-      return Status::InvalidArgument(StrFormat("prompt token %d is outside the vocabulary", t));
+  KVF_RETURN_IF_ERROR(base::CheckTokenIds(prompt, model_->config().n_vocab).WithContext("prompt"));
   if (params.max_tokens < 1) return Status::InvalidArgument("max_tokens must be at least 1");
   const int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   if (need > max_len_)
@@ -369,15 +367,13 @@ Status EngineCore::Step() {
   const int64_t used = cache_->num_blocks() - cache_->num_free_blocks();
   peak_used_blocks_ = std::max(peak_used_blocks_, used);
   if (used > 0) {
-    int64_t live = 0, unshared = 0;
+    const int64_t live = cache_->LiveTokens();
+    int64_t unshared = 0;  // blocks the sequences would hold if nothing were shared
     const int64_t bt = cache_->block_tokens();
     for (const auto& [id, r] : requests_)
       for (const auto& s : r->seqs) {
         if (s->finished || !cache_->Contains(s->id)) continue;
-        const int64_t held = cache_->NumTokens(s->id);
-        live +=
-            std::min<int64_t>(sched_->NumComputed(s->id), static_cast<int64_t>(s->tokens.size()));
-        unshared += (held + bt - 1) / bt;
+        unshared += (cache_->NumTokens(s->id) + bt - 1) / bt;
       }
     util_sum_ += static_cast<double>(live) / static_cast<double>(used * bt);
     ++util_steps_;
@@ -514,9 +510,8 @@ void EngineCore::FinishBeamRequest(Request& r) {
   for (auto& s : r.seqs) {
     if (!s->finished) {
       s->finished = true;
-      s->finish_reason = FinishReasonName(s->n_generated >= r.params.max_tokens
-                                              ? FinishReason::kLength
-                                              : FinishReason::kStop);
+      s->finish_reason = FinishReasonName(
+          s->n_generated >= r.params.max_tokens ? FinishReason::kLength : FinishReason::kStop);
     }
     seq_owner_.erase(s->id);
     r.done_beams.push_back(std::move(s));
@@ -581,8 +576,7 @@ EngineStats EngineCore::Stats() const {
   s.kv_block_tokens = cache_->block_tokens();
   s.kv_bytes = cache_->store().total_bytes();
   s.reserved_slots = (cache_->num_blocks() - cache_->num_free_blocks()) * cache_->block_tokens();
-  for (const auto& [id, r] : requests_)
-    for (const auto& q : r->seqs) s.live_tokens += static_cast<int64_t>(q->tokens.size());
+  s.live_tokens = cache_->LiveTokens();
   s.prompt_tokens_total = prompt_tokens_total_;
   s.generation_tokens_total = generation_tokens_total_;
   s.steps = steps_;

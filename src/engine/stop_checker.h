@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kvforge/finish_reason.h"
 #include "kvforge/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 

@@ -17,7 +17,6 @@
 //     channel, f16 value; 2% of a key row, 1% of a value row), a value row's f16 center and
 //     radius; per layer (FixedBytes) an f32 8-entry table per stream and the keys' f32
 //     per-channel center and radius.
-//     channels), and a residual window of the most recent R = 128 tokens kept in f16;
 //   turbo3 / turbo4 (TurboQuant-mse, kvquant/turbo.h): b-bit codes per value plus an f16 norm per
 //     token per head (b + 16/d bits/value); turbo keys with turbo_qjl: (b-1)-bit codes, 1 sign bit
 //     per value and two f16 norms per head (b + 32/d). Codes and signs are bit streams over the

@@ -80,8 +80,6 @@ kernels::KvPageView KvStore::View(KvKind kind, int32_t layer, const int32_t* tab
   return v;
 }
 
-void KvStore::CopyBlock(int32_t src, int32_t dst) { CopyBlockPrefix(src, dst, cfg_.block_tokens); }
-
 void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens) {
   if (src == dst || n_tokens <= 0) return;
   for (int kind = 0; kind < 2; ++kind) {

@@ -69,8 +69,6 @@ class KvStore {
   // Paged view of one layer for a sequence whose block ids (in position order) are `table`. The
   // caller adds what lives outside the blocks (fp8 scales, a KIVI residual window).
   kernels::KvPageView View(KvKind kind, int32_t layer, const int32_t* table) const;
-  // Copies block src to dst in every layer, K and V (copy-on-write).
-  void CopyBlock(int32_t src, int32_t dst);
   // Copies the rows covering the first n tokens of block src to block dst in every layer
   // (partial copy-on-write; a partly filled KIVI key group row is copied whole).
   void CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens);

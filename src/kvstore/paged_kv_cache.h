@@ -120,7 +120,8 @@ class PagedKvCache final : public KvAccess {
   double Usage() const {
     return 1.0 - static_cast<double>(num_free_blocks()) / static_cast<double>(num_blocks());
   }
-  // Live tokens held (sum of table lengths) versus slots reserved (blocks x block_tokens).
+  // Tokens whose KV the sequences hold (the sum of their table lengths): the one definition of
+  // "live tokens" (engine statistics and KV utilization both use it).
   int64_t LiveTokens() const;
 
   Status CheckInvariants() const;

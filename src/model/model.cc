@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/token_ids.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/thread_pool.h"
 #include "tensor/dequant.h"
@@ -24,10 +25,10 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   KVF_RETURN_IF_ERROR(m->Init());
   uint64_t bytes = 0;
   for (const auto& t : m->file_->tensors()) bytes += t.nbytes;
-  KVF_LOG_INFO("model: %s of weights used in place from the mmap (0 bytes repacked), bound in %.1f ms",
-               base::HumanBytes(bytes).c_str(),
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                   .count());
+  KVF_LOG_INFO(
+      "model: %s of weights used in place from the mmap (0 bytes repacked), bound in %.1f ms",
+      base::HumanBytes(bytes).c_str(),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return m;
 }
 
@@ -108,10 +109,7 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
     max_kv = std::max(max_kv, s.pos0 + s.n_tokens);
   }
   if (covered != n) return Status::InvalidArgument("batch chunks do not cover every token");
-  for (int32_t t : batch.tokens)
-    if (t < 0 || t >= c.n_vocab)
-      return Status::InvalidArgument(StrFormat("token id %d is outside the vocabulary (0..%lld)", t,
-                                               (long long)c.n_vocab - 1));
+  KVF_RETURN_IF_ERROR(base::CheckTokenIds(batch.tokens, c.n_vocab));
   ws.Ensure(c, n, max_kv, pool.num_threads());
   const kernels::KernelTable& kt = kernels::Active();
   const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), F = c.n_ff, HD = c.head_dim;

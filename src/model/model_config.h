@@ -36,7 +36,6 @@ struct ModelConfig {
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
   // Bytes of K+V per token for all layers with `elem_bytes` per value.
-  int64_t KvBytesPerToken(int64_t elem_bytes) const { return 2 * n_layer * kv_dim() * elem_bytes; }
 
   static Result<ModelConfig> FromGguf(const gguf::GgufFile& file);
 };

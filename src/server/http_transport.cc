@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "base/strings.h"
+#include "server/peer_socket.h"
 
 namespace kvforge::server {
 namespace {
@@ -52,6 +53,13 @@ HttpRequest ToRequest(const httplib::Request& req, std::string body) {
   for (const auto& [k, v] : req.headers) r.headers.emplace_back(k, v);
   r.body = std::move(body);
   r.remote_addr = req.remote_addr;
+  // Found on first use: most handlers never ask.
+  r.client_gone = [endpoints = ConnectionEndpoints{req.local_addr, req.local_port, req.remote_addr,
+                                                   req.remote_port},
+                   fd = -2]() mutable {
+    if (fd == -2) fd = FindConnectionSocket(endpoints);
+    return PeerHungUp(fd);
+  };
   return r;
 }
 

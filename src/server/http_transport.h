@@ -40,6 +40,9 @@ struct HttpRequest {
   HttpHeaders headers;
   std::string body;
   std::string remote_addr;
+  // True once the client closed its connection (peer_socket.h); callable only while the
+  // handler runs. Null for requests that did not come over a socket (tests building requests).
+  std::function<bool()> client_gone;
   std::string Header(std::string_view name) const { return FindHeader(headers, name); }
 };
 

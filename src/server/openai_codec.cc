@@ -322,8 +322,8 @@ Status ParseGenerationFields(const Fields& f, const CodecLimits& limits, bool ch
 }
 
 // The roles of OpenAI's chat API ("function" is its deprecated form of "tool").
-constexpr const char* kApiRoles[] = {"system", "developer", "user", "assistant", "tool",
-                                     "function"};
+constexpr const char* kApiRoles[] = {"system",    "developer", "user",
+                                     "assistant", "tool",      "function"};
 
 bool IsAcceptedRole(const std::string& role, const CodecLimits& limits) {
   for (const char* r : kApiRoles)
@@ -363,9 +363,9 @@ Status ParseChatInput(const Fields& f, const CodecLimits& limits, std::string* p
     }
     if (!IsAcceptedRole(role->get<std::string>(), limits)) {
       *param = where + ".role";
-      return Status::InvalidArgument(
-          StrFormat("'%s.role' must be one of %s (got '%s')", where.c_str(),
-                    AcceptedRolesList(limits).c_str(), role->get<std::string>().c_str()));
+      return Status::InvalidArgument(StrFormat("'%s.role' must be one of %s (got '%s')",
+                                               where.c_str(), AcceptedRolesList(limits).c_str(),
+                                               role->get<std::string>().c_str()));
     }
     json copy = msg;
     std::string text;

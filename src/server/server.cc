@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -15,6 +16,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/token_ids.h"
 #include "chat/chat_template.h"
 #include "chat/json.h"
 #include "chat/template_roles.h"
@@ -79,12 +81,15 @@ class Call {
     events_.pop_front();
     return true;
   }
-  // Blocks until every prompt's final output arrived; returns them.
-  std::vector<RequestOutput> WaitFinals() {
+  // Waits until every prompt's final output arrived (true, *out set) or, sooner, until any
+  // output arrives or `timeout` passes (false): the caller checks on its client in between.
+  bool WaitFinals(std::vector<RequestOutput>* out, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return num_finished_ == ids_.size(); });
+    cv_.wait_for(lock, timeout, [&] { return num_finished_ == ids_.size() || !events_.empty(); });
     events_.clear();
-    return finals_;
+    if (num_finished_ != ids_.size()) return false;
+    *out = finals_;
+    return true;
   }
 
   // Records a prompt's engine id; when the call was aborted meanwhile, aborts it at once.
@@ -213,11 +218,7 @@ struct Server::State {
   }
 
   Status CheckTokens(const std::vector<int32_t>& ids) const {
-    for (int32_t t : ids)
-      if (t < 0 || t >= vocab_size)
-        return Status::InvalidArgument(StrFormat("token id %d is outside the vocabulary (0..%lld)",
-                                                 t, (long long)vocab_size - 1));
-    return Status::Ok();
+    return base::CheckTokenIds(ids, vocab_size);
   }
 
   std::string Piece(int32_t id) const {
@@ -321,6 +322,7 @@ struct Server::State {
     GenerationFields gen;
     std::vector<std::vector<int32_t>> prompts;
     std::vector<std::string> echo_texts;  // completions with echo
+    std::function<bool()> client_gone;    // the HTTP request's (may be null)
   };
 
   HttpResponse Generate(Plan plan) {
@@ -390,7 +392,16 @@ struct Server::State {
 
   HttpResponse Collect(const Plan& plan, const SamplingParams& params, Call& call,
                        const std::string& id, int64_t created_s) {
-    const std::vector<RequestOutput> finals = call.WaitFinals();
+    // Woken by every engine step that advances the call (and every keep-alive interval while it
+    // waits in the queue), so a client that hung up is noticed within one step and its KV freed.
+    std::vector<RequestOutput> finals;
+    const auto wake = std::chrono::milliseconds(std::max(1, opts.stream_keepalive_ms));
+    while (!call.WaitFinals(&finals, wake)) {
+      if (plan.client_gone && plan.client_gone()) {
+        call.AbortAll(engine);
+        return Error(Status::Cancelled("the client closed the connection"));  // never delivered
+      }
+    }
     GenerationResponse r;
     r.id = id;
     r.created = created_s;
@@ -526,6 +537,7 @@ struct Server::State {
     Plan plan;
     plan.kind = Kind::kCompletion;
     plan.gen = std::move(cr.gen);
+    plan.client_gone = req.client_gone;
     for (Prompt& p : cr.prompts) {
       if (p.is_tokens) {
         if (Status s = CheckTokens(p.tokens); !s.ok()) return Error(s, "prompt");
@@ -553,6 +565,7 @@ struct Server::State {
     Plan plan;
     plan.kind = Kind::kChat;
     plan.gen = std::move(cr.gen);
+    plan.client_gone = req.client_gone;
     plan.prompts.push_back(std::move(*ids));
     return Generate(std::move(plan));
   }

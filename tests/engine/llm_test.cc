@@ -261,22 +261,28 @@ TEST(AsyncEngineTest, AbortFreesTheBlocks) {
   std::condition_variable cv;
   bool finished = false;
   std::string reason;
-  std::atomic<int> chunks{0};
+  int chunks = 0;  // guarded by mu
   SamplingParams p = Greedy(400);
   p.ignore_eos = true;
   auto id = (*engine)->Submit({1, 403, 407, 261, 378}, p, [&](const RequestOutput& o) {
-    ++chunks;
-    if (!o.finished) return;
     std::lock_guard<std::mutex> lock(mu);
-    finished = true;
-    reason = o.outputs[0].finish_reason;
+    ++chunks;
+    if (o.finished) {
+      finished = true;
+      reason = o.outputs[0].finish_reason;
+    }
     cv.notify_all();
   });
   ASSERT_TRUE(id.ok());
-  while (chunks.load() < 3) std::this_thread::yield();  // it is running
-  (*engine)->Abort(*id);
   std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return finished; });
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return chunks >= 3 || finished; }))
+      << "the request produced no output within 60 s";
+  ASSERT_FALSE(finished) << "400 tokens finished before the abort: " << reason;
+  lock.unlock();
+  (*engine)->Abort(*id);
+  lock.lock();
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return finished; }))
+      << "no final output within 60 s of the abort";
   EXPECT_EQ(reason, "abort");
   lock.unlock();
   // Stats are refreshed after the engine thread's next iteration.

@@ -97,9 +97,9 @@ TEST(StopCheckerTest, BothEnginesStopAtTheSameTokenWithTheSameName) {
   ASSERT_EQ(free_run->tokens.size(), 24u);
   EXPECT_EQ(free_run->finish, FinishReason::kLength);
   const int32_t stop_id = free_run->tokens[12];
-  const size_t first = static_cast<size_t>(
-      std::find(free_run->tokens.begin(), free_run->tokens.end(), stop_id) -
-      free_run->tokens.begin());
+  const size_t first =
+      static_cast<size_t>(std::find(free_run->tokens.begin(), free_run->tokens.end(), stop_id) -
+                          free_run->tokens.begin());
   p.stop_token_ids = {stop_id};
   auto single = (*engine)->Generate(prompt, p);
   ASSERT_TRUE(single.ok());

@@ -27,7 +27,7 @@ TEST(ModelConfigTest, StoriesHyperParameters) {
   EXPECT_EQ(c->n_vocab, 512);
   EXPECT_EQ(c->n_ctx_train, 512);
   EXPECT_FALSE(c->rope_neox);
-  EXPECT_EQ(c->KvBytesPerToken(2), 2 * 5 * 32 * 2);
+  EXPECT_EQ(c->kv_dim(), 32);
 }
 
 TEST(ModelConfigTest, Qwen2UsesNeoxRopeAndBiases) {

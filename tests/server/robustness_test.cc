@@ -245,6 +245,63 @@ TEST_F(RobustnessTest, DisconnectMidStreamAbortsAndFreesTheBlocks) {
   EXPECT_EQ(Post(url(), "/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}).status, 200);
 }
 
+// Sends a non-streaming request over a raw socket and returns the open socket (-1 on failure).
+int SendWithoutReading(int port, const std::string& body) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A client that gives up on a non-streaming request: the server notices the closed socket
+// between engine steps, aborts the generation and frees its KV (it would otherwise run all
+// 2000 tokens).
+TEST_F(RobustnessTest, DisconnectOfNonStreamingRequestAbortsAndFreesTheBlocks) {
+  ASSERT_TRUE(WaitIdle(url()));
+  auto before = Metrics(url());
+  const double aborted_before = before["kvforge_requests_aborted_total"];
+  const double generated_before = before["kvforge_generation_tokens_total"];
+  const int fd = SendWithoutReading(h_->server().port(), json{{"prompt", "Once upon a time"},
+                                                              {"max_tokens", 2000},
+                                                              {"ignore_eos", true},
+                                                              {"temperature", 0}}
+                                                             .dump());
+  ASSERT_GE(fd, 0);
+  // Generating: wait (bounded) for the first tokens, then hang up.
+  bool generating = false;
+  for (int i = 0; i < 30000 && !generating; ++i) {
+    generating = Metrics(url())["kvforge_generation_tokens_total"] > generated_before;
+    if (!generating) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(generating) << "the request did not start generating within 30 s";
+  close(fd);
+  EXPECT_TRUE(WaitIdle(url())) << "the abandoned request's KV blocks must be freed";
+  auto m = Metrics(url());
+  EXPECT_EQ(m["kvforge_kv_cache_usage"], 0);
+  EXPECT_EQ(m["kvforge_requests_aborted_total"], aborted_before + 1)
+      << "the abandoned request must end as aborted, not run to its 2000 tokens";
+  EXPECT_LT(m["kvforge_generation_tokens_total"] - generated_before, 2000);
+  // Still serving, and a client that stays gets its whole answer.
+  Reply ok = Post(url(), "/v1/completions",
+                  json{{"prompt", "Hi"}, {"max_tokens", 8}, {"ignore_eos", true}});
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.body["usage"]["completion_tokens"], 8);
+}
+
 TEST_F(RobustnessTest, SixtyFourConcurrentStreamsMatchSequentialGreedy) {
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Tom",
                                             "One day",          "The sun was",    "A big red",
@@ -410,11 +467,12 @@ TEST(ServerShutdownTest, ShutdownEndsStreamsAndRefusesNewWork) {
   h->server().Shutdown();
   client.join();
   EXPECT_TRUE(s.http.ok);
-  // Either the abort reached the stream (an error event, then [DONE]) or it had just finished.
-  if (s.error_event) {
-    EXPECT_TRUE(s.done);
-    EXPECT_NE(s.raw_data[s.raw_data.size() - 2].find("shutting down"), std::string::npos);
-  }
+  // The request had 2000 tokens to go (hundreds of ms of decoding) when Shutdown began, so the
+  // abort reached its stream: an error event, then [DONE].
+  ASSERT_TRUE(s.error_event) << "the stream ended without the shutdown error event";
+  EXPECT_TRUE(s.done);
+  ASSERT_GE(s.raw_data.size(), 2u);
+  EXPECT_NE(s.raw_data[s.raw_data.size() - 2].find("shutting down"), std::string::npos);
   // Engine statistics refresh after its loop iteration, just after the abort callbacks.
   for (int i = 0; i < 10000 && h->engine().Stats().kv_usage != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

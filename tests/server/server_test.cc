@@ -69,9 +69,9 @@ TEST_F(ServerTest, PrefixCacheHitsAreReportedPerSalt) {
   std::string prompt;
   for (int i = 0; i < 6; ++i) prompt += "Once upon a time there was a little girl named Lily. ";
   auto ask = [&](const std::string& salt) {
-    Reply r = Post(url(), "/v1/completions",
-                   json{{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0},
-                        {"cache_salt", salt}});
+    Reply r =
+        Post(url(), "/v1/completions",
+             json{{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"cache_salt", salt}});
     EXPECT_EQ(r.status, 200) << r.raw;
     return r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
   };
@@ -347,8 +347,9 @@ TEST_F(ServerTest, UnknownChatRoleIs400) {
   EXPECT_EQ(r.body["error"]["type"], "invalid_request_error") << r.raw;
   EXPECT_EQ(r.body["error"]["param"], "messages[0].role") << r.raw;
   Reply ok = Post(url(), "/v1/chat/completions",
-                  json{{"messages", {{{"role", "developer"}, {"content", "Be brief."}},
-                                     {{"role", "user"}, {"content", "hi"}}}},
+                  json{{"messages",
+                        {{{"role", "developer"}, {"content", "Be brief."}},
+                         {{"role", "user"}, {"content", "hi"}}}},
                        {"max_tokens", 2}});
   EXPECT_EQ(ok.status, 200) << ok.raw;
 }

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -306,20 +305,12 @@ TEST_P(AllVocabsTest, StreamingNeverSplitsACharacter) {
   }
 }
 
-TEST_P(AllVocabsTest, LongRunsAreNotQuadratic) {
+// Long runs of one unit encode and round-trip. How encode time grows with the run's length
+// (linear, not quadratic) is measured by bench/tokenizer_bench (BM_EncodeRun, Big-O fit), not
+// here: a test asserts no wall-clock figure.
+TEST_P(AllVocabsTest, LongRunsEncodeAndRoundTrip) {
   const Tokenizer* tok = GetVocab(GetParam());
   ASSERT_NE(tok, nullptr);
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [&](const std::string& text) {
-    double best = 1e9;
-    for (int rep = 0; rep < 2; ++rep) {
-      const auto t0 = Clock::now();
-      const auto ids = tok->Encode(text, false, false);
-      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-      EXPECT_FALSE(ids.empty());
-    }
-    return best;
-  };
   // 100k bytes in optimized builds; unoptimized (and sanitizer) builds use less to stay quick.
 #ifdef NDEBUG
   constexpr size_t kBig = 100000;
@@ -331,11 +322,7 @@ TEST_P(AllVocabsTest, LongRunsAreNotQuadratic) {
     std::string small, big;
     while (small.size() < kBig / 4) small += unit;
     while (big.size() < kBig) big += unit;
-    const double ts = seconds(small), tb = seconds(big);
-    // 4x the input: linear or n log n stays well under 10x; quadratic would be 16x.
-    EXPECT_LT(tb, 10 * ts + 0.05) << GetParam() << " unit '" << unit << "': " << ts << " s -> "
-                                  << tb << " s";
-    EXPECT_LT(tb, 3.0) << GetParam() << " unit '" << unit << "'";
+    EXPECT_FALSE(tok->Encode(small, false, false).empty()) << GetParam() << " '" << unit << "'";
     if (!IsSpm(*tok)) {
       EXPECT_EQ(tok->Decode(tok->Encode(big, false, false)), big);
     }
@@ -885,13 +872,13 @@ TEST(PreTokenizerTest, HandWrittenStepsEqualTheirRegexes) {
   EXPECT_FALSE(PreTokenizer::FromPatterns({"(unclosed"}).ok());
 }
 
-TEST(PreTokenizerTest, EveryFamilyIsLinearOnLongRuns) {
+// Every family splits long runs (linear growth is bench/tokenizer_bench's BM_PreTokenizeRun).
+TEST(PreTokenizerTest, EveryFamilySplitsLongRuns) {
 #ifdef NDEBUG
   constexpr size_t kBig = 200000;
 #else
   constexpr size_t kBig = 40000;
 #endif
-  using Clock = std::chrono::steady_clock;
   std::vector<std::string> families_seen;
   for (std::string_view name : PreTokenizer::KnownNames()) {
     auto p = PreTokenizer::Create(name);
@@ -903,11 +890,11 @@ TEST(PreTokenizerTest, EveryFamilyIsLinearOnLongRuns) {
          {" ", "a", "1", "\n", "!", "\xE6\x97\xA5", " a", "\t ", "a\xCC\x81", "'s"}) {
       std::string t;
       while (t.size() < kBig) t += unit;
-      const auto t0 = Clock::now();
       const auto words = SplitWith(**p, t);
-      const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-      EXPECT_LT(sec, 1.0) << name << " unit '" << unit << "'";
-      EXPECT_FALSE(words.empty());
+      EXPECT_FALSE(words.empty()) << name << " unit '" << unit << "'";
+      size_t bytes = 0;
+      for (const auto& w : words) bytes += w.size();
+      EXPECT_EQ(bytes, t.size()) << name << " unit '" << unit << "': words cover the input";
     }
   }
 }

@@ -423,7 +423,7 @@ Status EngineCore::ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outc
   for (const Cand& c : cands) {
     if (static_cast<int32_t>(next.size()) >= width) break;
     Seq& parent = *r.seqs[c.parent];
-    if (tok_->IsEog(c.token) && !r.params.ignore_eos) {
+    if (parent.stop->IsEndToken(c.token)) {
       // A finished hypothesis (the EOS itself is not part of the output).
       auto done = CloneSeq(r, parent, static_cast<int32_t>(r.done_beams.size()));
       seq_owner_.erase(done->id);

@@ -35,11 +35,15 @@ const char* FinishReasonName(FinishReason r) {
 
 namespace engine {
 
+bool StopChecker::IsEndToken(int32_t token) const {
+  const std::vector<int32_t>& ids = params_.stop_token_ids;
+  return (tok_.IsEog(token) && !params_.ignore_eos) ||
+         std::find(ids.begin(), ids.end(), token) != ids.end();
+}
+
 TokenOutcome StopChecker::Accept(int32_t token, int32_t n_generated) {
   TokenOutcome out;
-  const std::vector<int32_t>& ids = params_.stop_token_ids;
-  const bool stop_id = std::find(ids.begin(), ids.end(), token) != ids.end();
-  if ((tok_.IsEog(token) && !params_.ignore_eos) || stop_id) {
+  if (IsEndToken(token)) {
     out.keep_token = false;
     out.finished = true;
     out.reason = FinishReason::kStop;

@@ -30,6 +30,9 @@ class StopChecker {
   // dropped; a completed stop string ends with "stop" (text cut before it); reaching max_tokens
   // ends with "length".
   TokenOutcome Accept(int32_t token, int32_t n_generated);
+  // The token half of the rule: an end-of-generation token (unless ignore_eos) or a stop token
+  // id. Beam search asks it of each candidate before choosing.
+  bool IsEndToken(int32_t token) const;
   // End of generation for another reason (the context is full, the caller aborted): whatever
   // was held back.
   std::string Flush();

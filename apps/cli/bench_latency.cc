@@ -57,14 +57,10 @@ Result<std::unique_ptr<kvstore::PagedKvCache>> MakeBenchCache(const model::Model
                                                               const KvFlags& kv, bool kv_f32,
                                                               int64_t block, int64_t tokens,
                                                               int64_t seqs) {
-  engine::KvCacheChoice choice;
-  choice.dtype = kv.dtype;
-  choice.k_dtype = kv.k_dtype;
-  choice.v_dtype = kv.v_dtype;
+  EngineConfig choice;
+  KVF_RETURN_IF_ERROR(ApplyKvFlags(kv, &choice));
   choice.kv_f16 = !kv_f32;
-  choice.fp8_scales = kv.scales;
-  choice.fp8_scales_per_head = kv.scales_per_head;
-  choice.block_tokens = static_cast<int32_t>(block);
+  choice.block_size = static_cast<int32_t>(block);
   KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc, engine::MakeKvCacheConfig(c, choice));
   const int64_t bt = kc.store.block_tokens;
   kc.store.num_blocks = seqs * ((tokens + bt - 1) / bt);

@@ -13,7 +13,7 @@
 
 #include "base/strings.h"
 #include "bench_common.h"
-#include "engine/engine_core.h"
+#include "engine/llm_internal.h"
 #include "flags.h"
 #include "kvforge/llm.h"
 
@@ -27,11 +27,11 @@ struct MemResult {
   int64_t preemptions = 0;
 };
 
-Result<MemResult> Run(const LLMConfig& cfg, const std::vector<std::vector<int32_t>>& prompts,
+Result<MemResult> Run(const EngineConfig& cfg, const std::vector<std::vector<int32_t>>& prompts,
                       const std::vector<int32_t>& out_lens, SamplingParams sp) {
   LLM llm(cfg);
   if (!llm.ok()) return llm.status();
-  EngineCore* core = llm.core();
+  EngineCore* core = engine::CoreOf(llm);
   MemResult r;
   for (size_t i = 0; i < prompts.size(); ++i) {
     sp.max_tokens = out_lens[i];
@@ -72,7 +72,7 @@ int MemoryMain(const Args& args) {
   p.AddInt("threads", &threads, "compute threads");
   p.AddBool("json", &json, "print a JSON object");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
-  LLMConfig cfg;
+  EngineConfig cfg;
   cfg.model = model;
   cfg.threads = static_cast<int>(threads);
   cfg.max_model_len = max_len;
@@ -89,8 +89,8 @@ int MemoryMain(const Args& args) {
     std::fprintf(stderr, "kvforge: %s\n", probe.status().message().c_str());
     return 1;
   }
-  const int64_t vocab = probe.core()->model_config().n_vocab;
-  const uint64_t per_token = probe.core()->cache().store().bytes_per_token();
+  const int64_t vocab = engine::CoreOf(probe)->model_config().n_vocab;
+  const uint64_t per_token = engine::CoreOf(probe)->cache().store().bytes_per_token();
   cfg.kv_cache_memory_bytes = budget ? budget : per_token * static_cast<uint64_t>(max_len) * 16;
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
   std::lognormal_distribution<double> in_d(std::log(96.0), 0.8), out_d(std::log(96.0), 0.7);
@@ -110,7 +110,7 @@ int MemoryMain(const Args& args) {
   greedy.temperature = 0;
   greedy.ignore_eos = true;
   auto paged = Run(cfg, prompts, outs, greedy);
-  LLMConfig contiguous_cfg = cfg;
+  EngineConfig contiguous_cfg = cfg;
   contiguous_cfg.contiguous_kv = true;
   auto contiguous = Run(contiguous_cfg, prompts, outs, greedy);
   SamplingParams par = greedy;

@@ -12,8 +12,9 @@
 #include "bench_common.h"
 #include "bench_workload.h"
 #include "commands.h"
-#include "engine/engine_core.h"
+#include "engine/llm_internal.h"
 #include "flags.h"
+#include "kvforge/config_names.h"
 #include "kvforge/llm.h"
 
 namespace kvforge::cli {
@@ -57,17 +58,18 @@ struct RunSpec {
   std::string prefix;    // off | hash | radix
 };
 
-Result<ThroughputResult> RunThroughput(const LLMConfig& base_cfg, const RunSpec& spec,
+Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSpec& spec,
                                        const Workload& w, bool progress) {
-  LLMConfig cfg = base_cfg;
-  cfg.batching = spec.batching;
+  EngineConfig cfg = base_cfg;
+  KVF_RETURN_IF_ERROR(SetConfigField(&cfg, "batching", spec.batching));
   cfg.enable_prefix_caching = spec.prefix != "off";
-  if (cfg.enable_prefix_caching) cfg.prefix_cache_mode = spec.prefix;
+  if (cfg.enable_prefix_caching)
+    KVF_RETURN_IF_ERROR(SetConfigField(&cfg, "prefix_cache_mode", spec.prefix));
   LLM llm(cfg);
   if (!llm.ok()) return llm.status();
   // One request per turn, each with its own output length, submitted through the core directly;
   // a conversation's next turn is queued when its previous turn finishes.
-  EngineCore* core = llm.core();
+  EngineCore* core = engine::CoreOf(llm);
   ThroughputResult r;
   r.mode = spec.label;
   r.requests = w.num_requests();
@@ -191,7 +193,7 @@ int ThroughputMain(const Args& args) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
-  LLMConfig cfg;
+  EngineConfig cfg;
   cfg.model = model;
   cfg.threads = static_cast<int>(threads);
   cfg.max_num_seqs = max_num_seqs;
@@ -199,7 +201,8 @@ int ThroughputMain(const Args& args) {
   cfg.long_prefill_token_threshold = long_prefill;
   cfg.block_size = static_cast<int32_t>(block_size);
   cfg.max_model_len = max_len;
-  cfg.preemption_mode = preempt;
+  if (Status s = SetConfigField(&cfg, "preemption_mode", preempt); !s.ok())
+    return BadFlagValue(s.WithContext("--preemption"));
   cfg.contiguous_kv = contiguous;
   if (!kv_mem.empty() && !base::ParseByteSize(kv_mem, &cfg.kv_cache_memory_bytes)) {
     std::fprintf(stderr, "kvforge: --kv-cache-memory: not a byte size: '%s'\n", kv_mem.c_str());
@@ -213,8 +216,8 @@ int ThroughputMain(const Args& args) {
       std::fprintf(stderr, "kvforge: %s\n", probe.status().message().c_str());
       return 1;
     }
-    ctx = probe.core()->max_model_len();
-    vocab = probe.core()->model_config().n_vocab;
+    ctx = engine::CoreOf(probe)->max_model_len();
+    vocab = engine::CoreOf(probe)->model_config().n_vocab;
   }
   WorkloadSpec ws;
   ws.kind = workload;

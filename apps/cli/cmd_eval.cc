@@ -41,12 +41,12 @@ int PplMain(const Args& args) {
     std::fprintf(stderr, "kvforge: cannot read %s\n", text_path.c_str());
     return 1;
   }
-  EngineOptions eo;
-  eo.model_path = model;
+  EngineConfig eo;
+  eo.model = model;
   eo.threads = static_cast<int>(threads);
-  eo.max_context = ctx;
+  eo.max_model_len = ctx;
   eo.kv_f16 = !kv_f32;
-  ApplyKvFlags(kv, &eo);
+  if (Status s = ApplyKvFlags(kv, &eo); !s.ok()) return BadFlagValue(s);
   auto engine = Engine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());

@@ -10,6 +10,7 @@
 #include "flags.h"
 #include "kv_eval.h"
 #include "kv_flags.h"
+#include "kvforge/config_names.h"
 #include "kvforge/engine.h"
 #include "read_file.h"
 
@@ -77,17 +78,18 @@ int EvalKvMain(const Args& args) {
     return 1;
   }
 
-  EngineOptions eo;
-  eo.model_path = model;
+  EngineConfig eo;
+  eo.model = model;
   eo.threads = static_cast<int>(threads);
-  eo.max_context = ctx;
+  eo.max_model_len = ctx;
   eo.kivi_residual_tokens = kivi_residual;
   // FP8 calibration must see the chunk, not a greedy prompt: each engine calibrates on its own
   // first forward, which is the first chunk.
-  EngineOptions base_o = eo;
-  base_o.kv_cache_dtype = baseline;
-  EngineOptions test_o = eo;
-  ApplyKvFlags(kv, &test_o);
+  EngineConfig base_o = eo;
+  if (Status s = SetConfigField(&base_o, "kv_cache_dtype", baseline); !s.ok())
+    return BadFlagValue(s.WithContext("--baseline-dtype"));
+  EngineConfig test_o = eo;
+  if (Status s = ApplyKvFlags(kv, &test_o); !s.ok()) return BadFlagValue(s);
   test_o.kvquant_post_rope_keys = post_rope;
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "kvforge: %s\n", s.message().c_str());
@@ -101,7 +103,7 @@ int EvalKvMain(const Args& args) {
   // (residual 0, quantize on write). Other dtypes quantize on write anyway.
   std::unique_ptr<Engine> sim;
   if (AnyKivi(kv)) {
-    EngineOptions sim_o = test_o;
+    EngineConfig sim_o = test_o;
     sim_o.kivi_eager = true;
     sim_o.kivi_residual_tokens = 0;
     auto s = Engine::Create(sim_o);

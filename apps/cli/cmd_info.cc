@@ -21,10 +21,10 @@ int InfoMain(const Args& args) {
   p.AddString("model", &model, "GGUF model path (default: the embedded model)");
   p.AddBool("json", &json, "print a JSON object");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
-  EngineOptions eo;
-  eo.model_path = model;
+  EngineConfig eo;
+  eo.model = model;
   eo.threads = 1;
-  eo.max_context = 16;
+  eo.max_model_len = 16;
   auto engine = Engine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());

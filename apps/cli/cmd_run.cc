@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "kv_flags.h"
+#include "kvforge/config_names.h"
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
 #ifdef KVF_HAVE_CHAT_TEMPLATE
@@ -27,7 +28,7 @@ std::string IdsJson(const std::vector<int32_t>& ids) {
 
 // Every line of the file is a request; all run concurrently through the batching engine; one
 // JSON object per request is printed in input order.
-int RunPromptsFile(const std::string& path, const LLMConfig& cfg, const SamplingParams& sp,
+int RunPromptsFile(const std::string& path, const EngineConfig& cfg, const SamplingParams& sp,
                    bool json) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -152,36 +153,38 @@ int RunMain(const Args& args) {
     return 2;
   }
   if (!prompts_file.empty()) {
-    LLMConfig cfg;
+    EngineConfig cfg;
     cfg.model = model;
     cfg.threads = static_cast<int>(threads);
     cfg.max_model_len = ctx;
     cfg.kv_f16 = !kv_f32;
     cfg.mlock = mlock;
-    ApplyKvFlags(kv, &cfg);
+    if (Status s = ApplyKvFlags(kv, &cfg); !s.ok()) return BadFlagValue(s);
     cfg.block_size = static_cast<int32_t>(block_size);
     cfg.max_num_seqs = max_num_seqs;
     cfg.max_num_batched_tokens = max_batched;
     cfg.enable_prefix_caching = prefix_cache != "off";
-    if (cfg.enable_prefix_caching) cfg.prefix_cache_mode = prefix_cache;
+    if (cfg.enable_prefix_caching)
+      if (Status s = SetConfigField(&cfg, "prefix_cache_mode", prefix_cache); !s.ok())
+        return BadFlagValue(s.WithContext("--prefix-cache"));
     if (!kv_mem.empty() && !base::ParseByteSize(kv_mem, &cfg.kv_cache_memory_bytes)) {
       std::fprintf(stderr, "kvforge: --kv-cache-memory: not a byte size: '%s'\n", kv_mem.c_str());
       return 2;
     }
     return RunPromptsFile(prompts_file, cfg, sp, json);
   }
-  EngineOptions eo;
-  eo.kv_block_tokens = static_cast<int32_t>(block_size);
+  EngineConfig eo;
+  eo.block_size = static_cast<int32_t>(block_size);
   if (!kv_mem.empty() && !base::ParseByteSize(kv_mem, &eo.kv_cache_memory_bytes)) {
     std::fprintf(stderr, "kvforge: --kv-cache-memory: not a byte size: '%s'\n", kv_mem.c_str());
     return 2;
   }
-  eo.model_path = model;
+  eo.model = model;
   eo.threads = static_cast<int>(threads);
-  eo.max_context = ctx;
+  eo.max_model_len = ctx;
   eo.kv_f16 = !kv_f32;
   eo.mlock = mlock;
-  ApplyKvFlags(kv, &eo);
+  if (Status s = ApplyKvFlags(kv, &eo); !s.ok()) return BadFlagValue(s);
   auto engine = Engine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "kv_flags.h"
+#include "kvforge/config_names.h"
 #include "kvforge/llm.h"
 #include "server/server.h"
 
@@ -116,7 +117,7 @@ int ServeMain(const Args& args) {
       return 2;
     }
   }
-  LLMConfig cfg;
+  EngineConfig cfg;
   cfg.model = model;
   cfg.max_model_len = max_model_len;
   cfg.kv_cache_memory_bytes = kv_mem;
@@ -124,13 +125,17 @@ int ServeMain(const Args& args) {
   cfg.max_num_batched_tokens = max_batched;
   cfg.block_size = static_cast<int32_t>(block_size);
   cfg.threads = static_cast<int>(threads);
-  cfg.preemption_mode = preemption;
-  cfg.scheduling_policy = policy;
+  if (Status s = SetConfigField(&cfg, "preemption_mode", preemption); !s.ok())
+    return BadFlagValue(s.WithContext("--preemption"));
+  if (Status s = SetConfigField(&cfg, "scheduling_policy", policy); !s.ok())
+    return BadFlagValue(s.WithContext("--scheduling-policy"));
   cfg.mlock = mlock;
   cfg.long_prefill_token_threshold = long_prefill;
   cfg.enable_prefix_caching = prefix_cache != "off";
-  if (cfg.enable_prefix_caching) cfg.prefix_cache_mode = prefix_cache;
-  ApplyKvFlags(kv, &cfg);
+  if (cfg.enable_prefix_caching)
+    if (Status s = SetConfigField(&cfg, "prefix_cache_mode", prefix_cache); !s.ok())
+      return BadFlagValue(s.WithContext("--prefix-cache"));
+  if (Status s = ApplyKvFlags(kv, &cfg); !s.ok()) return BadFlagValue(s);
 
   // Every thread created from here on inherits the blocked signals; only sigwait below takes them.
   sigset_t signals;

@@ -152,4 +152,9 @@ int HandleParse(FlagParser& parser, const std::vector<std::string>& args) {
   return -1;
 }
 
+int BadFlagValue(const Status& status) {
+  std::fprintf(stderr, "kvforge: %s\n", status.message().c_str());
+  return 2;
+}
+
 }  // namespace kvforge::cli

@@ -51,5 +51,7 @@ class FlagParser {
 // Runs a parsed subcommand's standard prologue: prints usage on --help (returns 0), prints the
 // error and usage hint on failure (returns 2), otherwise returns -1 meaning "go on".
 int HandleParse(FlagParser& parser, const std::vector<std::string>& args);
+// A flag value the engine configuration refused: prints "kvforge: MESSAGE", returns exit code 2.
+int BadFlagValue(const Status& status);
 
 }  // namespace kvforge::cli

@@ -1,11 +1,12 @@
 #include "kv_flags.h"
 
+#include "kvforge/config_names.h"
+
 namespace kvforge::cli {
 
 void AddKvFlags(FlagParser& p, KvFlags* f) {
   p.AddString("kv-dtype", &f->dtype,
-              "KV cache dtype: auto|f32|f16|bf16|fp8|fp8_e4m3|fp8_e5m2|int8|q8_0|q4_0|kivi2|kivi4|"
-              "kvquant3|turbo3|turbo4 (auto = f16, f32 with --kv-f32)");
+              "KV cache dtype: " + KvCacheDtypeChoices() + " (auto = f16, f32 with --kv-f32)");
   p.AddString("kv-dtype-k", &f->k_dtype, "K cache dtype (default: --kv-dtype)");
   p.AddString("kv-dtype-v", &f->v_dtype, "V cache dtype (default: --kv-dtype)");
   p.AddString(
@@ -18,21 +19,18 @@ void AddKvFlags(FlagParser& p, KvFlags* f) {
             "products; TurboQuant-prod)");
 }
 
-void ApplyKvFlags(const KvFlags& f, EngineOptions* o) {
-  o->kv_cache_dtype = f.dtype;
-  o->kv_cache_dtype_k = f.k_dtype;
-  o->kv_cache_dtype_v = f.v_dtype;
-  o->kv_scales = f.scales;
-  o->kv_scales_per_head = f.scales_per_head;
-  o->kv_turbo_qjl = f.turbo_qjl;
-}
-
-void ApplyKvFlags(const KvFlags& f, LLMConfig* c) {
-  c->kv_cache_dtype = f.dtype;
-  c->kv_cache_dtype_k = f.k_dtype;
-  c->kv_cache_dtype_v = f.v_dtype;
-  c->kv_scales = f.scales;
-  c->kv_turbo_qjl = f.turbo_qjl;
+Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
+  KVF_RETURN_IF_ERROR(SetConfigField(config, "kv_cache_dtype", f.dtype).WithContext("--kv-dtype"));
+  if (!f.k_dtype.empty())
+    KVF_RETURN_IF_ERROR(
+        SetConfigField(config, "kv_cache_dtype_k", f.k_dtype).WithContext("--kv-dtype-k"));
+  if (!f.v_dtype.empty())
+    KVF_RETURN_IF_ERROR(
+        SetConfigField(config, "kv_cache_dtype_v", f.v_dtype).WithContext("--kv-dtype-v"));
+  config->kv_scales = f.scales;
+  config->kv_scales_per_head = f.scales_per_head;
+  config->kv_turbo_qjl = f.turbo_qjl;
+  return Status::Ok();
 }
 
 }  // namespace kvforge::cli

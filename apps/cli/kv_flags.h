@@ -7,8 +7,8 @@
 #include <string>
 
 #include "flags.h"
-#include "kvforge/engine.h"
-#include "kvforge/llm.h"
+#include "kvforge/engine_config.h"
+#include "kvforge/status.h"
 
 namespace kvforge::cli {
 
@@ -21,7 +21,7 @@ struct KvFlags {
 };
 
 void AddKvFlags(FlagParser& p, KvFlags* f);
-void ApplyKvFlags(const KvFlags& f, EngineOptions* o);
-void ApplyKvFlags(const KvFlags& f, LLMConfig* c);
+// Sets the config's KV fields from the flags' text (kInvalidArgument names a bad dtype).
+Status ApplyKvFlags(const KvFlags& f, EngineConfig* config);
 
 }  // namespace kvforge::cli

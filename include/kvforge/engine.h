@@ -12,39 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "kvforge/engine_config.h"
 #include "kvforge/finish_reason.h"
 #include "kvforge/sampling_params.h"
 #include "kvforge/status.h"
 
 namespace kvforge {
-
-struct EngineOptions {
-  std::string model_path;   // GGUF file; empty: the embedded default model
-  int threads = 0;          // 0: one per core
-  int64_t max_context = 0;  // 0: the model's training context, capped at 8192
-  bool kv_f16 = true;       // KV cache element type for kv_cache_dtype "auto": f16 or f32
-  // KV cache element type, engine-wide (vLLM's kv_cache_dtype; docs/kv_quantization.md): "auto",
-  // f32, f16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, int8, q8_0, q4_0, kivi2, kivi4, turbo3, turbo4.
-  std::string kv_cache_dtype = "auto";
-  std::string kv_cache_dtype_k, kv_cache_dtype_v;  // separate K / V types; empty: kv_cache_dtype
-  // FP8 scales: "" (1.0), "calibrate" (amax of the first batch / 200 for K, / 100 for V, as
-  // vLLM's calculate_kv_scales), or a file written by Engine::SaveKvScales. For kvquant3 the
-  // same field names its calibration file (empty or "calibrate": each layer's first batch).
-  std::string kv_scales;
-  bool kv_scales_per_head = false;     // one FP8 scale per KV head instead of per tensor
-  int64_t kivi_residual_tokens = 128;  // KIVI: newest tokens kept in f16 (a multiple of 32)
-  bool kivi_eager = false;  // KIVI: quantize before the step's attention (simulated quantization)
-  // kvquant3 ablation: quantize keys AFTER RoPE (as every other dtype does) instead of before.
-  bool kvquant_post_rope_keys = false;
-  bool kv_turbo_qjl = false;     // turbo3/turbo4 KEYS: TurboQuant-prod (QJL residual sketch)
-  int32_t kv_block_tokens = 16;  // KV block size in tokens
-  int64_t prefill_chunk = 512;   // prompt tokens per forward step
-  // KV pool size: an explicit byte budget, or a fraction of the RAM available at start minus the
-  // weights (the CPU analogue of vLLM's gpu_memory_utilization). Neither: one full context.
-  uint64_t kv_cache_memory_bytes = 0;
-  double memory_utilization = 0;
-  bool mlock = false;  // pin the weights in RAM (a refusal by the OS is logged, not fatal)
-};
 
 struct ModelInfo {
   std::string architecture;
@@ -99,7 +72,7 @@ struct PerplexityResult {
 
 class Engine {
  public:
-  static Result<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  static Result<std::unique_ptr<Engine>> Create(const EngineConfig& options);
   ~Engine();
 
   const ModelInfo& info() const;
@@ -129,7 +102,7 @@ class Engine {
                                        const std::vector<int64_t>& steps);
 
   // Writes the FP8 KV scales in use (after first-batch calibration) to `path`, in the format
-  // EngineOptions::kv_scales loads; with a kvquant3 K or V cache, its calibration instead.
+  // EngineConfig::kv_scales loads; with a kvquant3 K or V cache, its calibration instead.
   Status SaveKvScales(const std::string& path) const;
 
  private:

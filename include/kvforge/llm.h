@@ -22,44 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "kvforge/engine_config.h"
 #include "kvforge/finish_reason.h"
 #include "kvforge/sampling_params.h"
 #include "kvforge/status.h"
 
 namespace kvforge {
-
-struct LLMConfig {
-  std::string model;                      // GGUF path; empty: the embedded default model
-  int64_t max_model_len = 0;              // 0: the model's context (capped at 8192)
-  uint64_t kv_cache_memory_bytes = 0;     // KV pool budget; 0: see memory_utilization
-  double memory_utilization = 0;          // fraction of available RAM minus weights; 0 with no
-                                          // byte budget: a full context per max_num_seqs, capped
-                                          // at 40% of available RAM
-  int64_t max_num_batched_tokens = 2048;  // tokens per forward step
-  int64_t max_num_seqs = 64;              // running sequences per step
-  int32_t block_size = 16;                // KV block, tokens
-  int threads = 0;                        // 0: one per core
-  bool mlock = false;                     // pin the weights in RAM (refusal logged, not fatal)
-  bool kv_f16 = true;                     // KV element type for kv_cache_dtype "auto"
-  std::string kv_cache_dtype = "auto";    // as EngineOptions::kv_cache_dtype (vLLM's flag)
-  std::string kv_cache_dtype_k, kv_cache_dtype_v;  // separate K / V types; empty: kv_cache_dtype
-  std::string kv_scales;                           // FP8 scales: "", "calibrate" or a scales file
-  bool kv_turbo_qjl = false;  // turbo3/turbo4 KEYS: TurboQuant-prod (QJL residual sketch)
-  bool chunked_prefill = true;
-  // Caps each prefill chunk (0: only the token budget caps it), so a long prompt joins the running
-  // decodes in slices and their inter-token latency stays bounded (vLLM's flag of the same name).
-  int64_t long_prefill_token_threshold = 0;
-  std::string batching = "continuous";        // "continuous" | "static" (baseline, for measurement)
-  std::string preemption_mode = "recompute";  // "recompute" | "swap"
-  uint64_t swap_space_bytes = 256ull << 20;   // host memory for swapped-out KV blocks
-  std::string scheduling_policy = "fcfs";     // "fcfs" | "priority"
-  // Contiguous baseline (FasterTransformer/Orca style, for measurement only): each admitted
-  // sequence reserves max_model_len slots up front.
-  bool contiguous_kv = false;
-  // Prefix caching: reuse the KV of prompt prefixes computed before (docs/kv_cache.md).
-  bool enable_prefix_caching = true;
-  std::string prefix_cache_mode = "hash";  // "hash" (vLLM style) | "radix" (SGLang style)
-};
 
 struct CompletionOutput {
   int32_t index = 0;
@@ -124,10 +92,14 @@ struct EngineStats {
 using OutputCallback = std::function<void(const RequestOutput&)>;
 
 class EngineCore;  // src/engine
+class LLM;
+namespace engine {
+EngineCore* CoreOf(LLM& llm);  // src/engine/llm_internal.h: kvforge's own tools and tests only
+}
 
 class AsyncEngine {
  public:
-  static Result<std::unique_ptr<AsyncEngine>> Create(const LLMConfig& config);
+  static Result<std::unique_ptr<AsyncEngine>> Create(const EngineConfig& config);
   ~AsyncEngine();  // aborts what is still running and joins the engine thread
 
   // Queues a request (tokens, or text tokenized with the model's tokenizer) and returns its id.
@@ -149,7 +121,7 @@ class AsyncEngine {
   std::string bos_text() const;       // the BOS token's text; empty when the vocabulary has none
   std::string eos_text() const;       // the EOS token's text; empty when the vocabulary has none
   int64_t vocab_size() const;         // valid token ids are 0 .. vocab_size() - 1
-  const LLMConfig& config() const;    // the configuration the engine was created with
+  const EngineConfig& config() const;    // the configuration the engine was created with
 
  private:
   struct Impl;
@@ -159,7 +131,7 @@ class AsyncEngine {
 
 class LLM {
  public:
-  explicit LLM(const LLMConfig& config);
+  explicit LLM(const EngineConfig& config);
   ~LLM();
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
@@ -171,11 +143,11 @@ class LLM {
                                               const SamplingParams& params,
                                               const OutputCallback& on_output = nullptr);
   EngineStats stats() const;
-  EngineCore* core() { return core_.get(); }
 
  private:
   Status status_;
   std::unique_ptr<EngineCore> core_;
+  friend EngineCore* engine::CoreOf(LLM& llm);
 };
 
 }  // namespace kvforge

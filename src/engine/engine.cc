@@ -33,7 +33,7 @@ double MsSince(Clock::time_point t0) {
 }  // namespace
 
 struct Engine::Impl {
-  EngineOptions opts;
+  EngineConfig opts;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::unique_ptr<kvstore::PagedKvCache> kv;
@@ -47,8 +47,8 @@ struct Engine::Impl {
     if (!kv->EnsureTokens(0, static_cast<int64_t>(tokens.size())))
       return Status::ResourceExhausted("KV cache too small for the prompt");
     const int64_t n = static_cast<int64_t>(tokens.size());
-    for (int64_t b = from; b < n; b += opts.prefill_chunk) {
-      const int64_t e = std::min(n, b + opts.prefill_chunk);
+    for (int64_t b = from; b < n; b += opts.max_num_batched_tokens) {
+      const int64_t e = std::min(n, b + opts.max_num_batched_tokens);
       model::Batch batch;
       batch.tokens.assign(tokens.begin() + b, tokens.begin() + e);
       batch.seqs.push_back({0, b, 0, e - b, false, e == n});
@@ -61,33 +61,33 @@ struct Engine::Impl {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
-Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& options) {
   auto impl = std::make_unique<Impl>();
   impl->opts = options;
   if (options.threads < 0 || options.threads > 1024)
     return Status::InvalidArgument("threads must be 0..1024");
-  if (options.kv_block_tokens <= 0 || options.kv_block_tokens > 4096)
+  if (options.block_size <= 0 || options.block_size > 4096)
     return Status::InvalidArgument("kv block size must be 1..4096 tokens");
-  if (options.prefill_chunk <= 0) return Status::InvalidArgument("prefill chunk must be positive");
-  if (options.max_context < 0) return Status::InvalidArgument("max context must be >= 0");
-  if (options.model_path.empty()) {
+  if (options.max_num_batched_tokens <= 0) return Status::InvalidArgument("prefill chunk must be positive");
+  if (options.max_model_len < 0) return Status::InvalidArgument("max context must be >= 0");
+  if (options.model.empty()) {
     KVF_ASSIGN_OR_RETURN(impl->model, model::Model::LoadFromMemory(assets::DefaultModelData(),
                                                                    assets::DefaultModelSize(),
                                                                    assets::kDefaultModelName));
   } else {
-    KVF_ASSIGN_OR_RETURN(impl->model, model::Model::Load(options.model_path));
+    KVF_ASSIGN_OR_RETURN(impl->model, model::Model::Load(options.model));
     if (options.mlock)
       if (Status s = impl->model->LockWeights(); !s.ok()) KVF_LOG_WARN("%s", s.message().c_str());
   }
   KVF_ASSIGN_OR_RETURN(impl->tok, tokenizer::Tokenizer::FromGguf(impl->model->file()));
   const model::ModelConfig& c = impl->model->config();
   if (impl->tok->n_vocab() > c.n_vocab)
-    return Status::InvalidArgument(options.model_path +
+    return Status::InvalidArgument(options.model +
                                    ": the tokenizer has more tokens than the embedding");
   impl->max_ctx =
-      options.max_context > 0 ? options.max_context : std::min<int64_t>(c.n_ctx_train, 8192);
+      options.max_model_len > 0 ? options.max_model_len : std::min<int64_t>(c.n_ctx_train, 8192);
   KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc,
-                       engine::MakeKvCacheConfig(c, engine::KvChoiceFrom(options)));
+                       engine::MakeKvCacheConfig(c, options));
   uint64_t weight_bytes = 0;
   for (const auto& t : impl->model->file().tensors()) weight_bytes += t.nbytes;
   KVF_ASSIGN_OR_RETURN(const uint64_t per_block, engine::KvBlockBytes(kc));
@@ -313,8 +313,8 @@ Result<PerplexityResult> Engine::Perplexity(const std::string& text, const Perpl
       return Status::ResourceExhausted("KV cache too small for ctx");
     // Whole chunk in steps of prefill_chunk tokens, logits for every token.
     std::vector<float> all(static_cast<size_t>(n_ctx * n_vocab));
-    for (int64_t b = 0; b < n_ctx; b += im.opts.prefill_chunk) {
-      const int64_t e = std::min(n_ctx, b + im.opts.prefill_chunk);
+    for (int64_t b = 0; b < n_ctx; b += im.opts.max_num_batched_tokens) {
+      const int64_t e = std::min(n_ctx, b + im.opts.max_num_batched_tokens);
       model::Batch batch;
       batch.tokens.assign(chunk.begin() + b, chunk.begin() + e);
       batch.seqs.push_back({0, b, 0, e - b, true, true});

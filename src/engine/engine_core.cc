@@ -1,5 +1,7 @@
 #include "engine/engine_core.h"
 
+#include "kvforge/config_names.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -38,21 +40,13 @@ std::vector<float> LogSoftmax(const float* logits, int64_t n) {
 
 EngineCore::~EngineCore() = default;
 
-Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) {
+Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config) {
   std::unique_ptr<EngineCore> e(new EngineCore());
   e->cfg_ = config;
-  const LLMConfig& c = config;
+  const EngineConfig& c = config;
   if (c.max_num_batched_tokens <= 0 || c.max_num_seqs <= 0 || c.block_size <= 0 ||
       c.block_size > 4096 || c.threads < 0 || c.max_model_len < 0)
     return Status::InvalidArgument("engine config: sizes must be positive (block_size 1..4096)");
-  if (c.batching != "continuous" && c.batching != "static")
-    return Status::InvalidArgument("batching must be 'continuous' or 'static'");
-  if (c.preemption_mode != "recompute" && c.preemption_mode != "swap")
-    return Status::InvalidArgument("preemption_mode must be 'recompute' or 'swap'");
-  if (c.prefix_cache_mode != "hash" && c.prefix_cache_mode != "radix")
-    return Status::InvalidArgument("prefix_cache_mode must be 'hash' or 'radix'");
-  if (c.scheduling_policy != "fcfs" && c.scheduling_policy != "priority")
-    return Status::InvalidArgument("scheduling_policy must be 'fcfs' or 'priority'");
   if (c.model.empty()) {
     KVF_ASSIGN_OR_RETURN(e->model_, model::Model::LoadFromMemory(assets::DefaultModelData(),
                                                                  assets::DefaultModelSize(),
@@ -71,7 +65,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
                   "least max_model_len (%lld)",
                   (long long)c.max_num_batched_tokens, (long long)e->max_len_));
   KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc,
-                       engine::MakeKvCacheConfig(mc, engine::KvChoiceFrom(c)));
+                       engine::MakeKvCacheConfig(mc, c));
   KVF_ASSIGN_OR_RETURN(const uint64_t per_block, engine::KvBlockBytes(kc));
   uint64_t weight_bytes = 0;
   for (const auto& t : e->model_->file().tensors()) weight_bytes += t.nbytes;
@@ -89,11 +83,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
                        engine::KvBlocksForBudget(c.kv_cache_memory_bytes, c.memory_utilization,
                                                  per_block, weight_bytes, default_blocks));
   kc.prefix_caching = c.enable_prefix_caching && !c.contiguous_kv;
-  kc.prefix_mode = c.prefix_cache_mode == "radix" ? kvmeta::PrefixCacheMode::kRadix
-                                                  : kvmeta::PrefixCacheMode::kHash;
+  kc.prefix_mode = c.prefix_cache_mode == PrefixCacheMode::kRadix
+                       ? kvmeta::PrefixCacheMode::kRadix
+                       : kvmeta::PrefixCacheMode::kHash;
   KVF_ASSIGN_OR_RETURN(e->cache_, kvstore::PagedKvCache::Create(kc));
   const int64_t swap_blocks =
-      c.preemption_mode == "swap" ? static_cast<int64_t>(c.swap_space_bytes / per_block) : 0;
+      c.preemption_mode == PreemptionMode::kSwap ? static_cast<int64_t>(c.swap_space_bytes / per_block)
+                                                 : 0;
   EngineCore* self = e.get();
   e->space_ = std::make_unique<engine::EngineKvSpace>(
       e->cache_.get(), swap_blocks, [self](int64_t seq) -> engine::SeqTokens {
@@ -111,10 +107,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
   sc.max_num_seqs = c.max_num_seqs;
   sc.chunked_prefill = c.chunked_prefill;
   sc.long_prefill_token_threshold = c.long_prefill_token_threshold;
-  sc.policy = c.scheduling_policy == "priority" ? sched::Policy::kPriority : sched::Policy::kFcfs;
-  sc.preemption_mode = c.preemption_mode == "swap" ? sched::PreemptionMode::kSwap
-                                                   : sched::PreemptionMode::kRecompute;
-  sc.static_batching = c.batching == "static";
+  sc.policy = c.scheduling_policy == SchedulingPolicy::kPriority ? sched::Policy::kPriority
+                                                                 : sched::Policy::kFcfs;
+  sc.preemption_mode = c.preemption_mode == PreemptionMode::kSwap
+                           ? sched::PreemptionMode::kSwap
+                           : sched::PreemptionMode::kRecompute;
+  sc.static_batching = c.batching == BatchingMode::kStatic;
   KVF_RETURN_IF_ERROR(sc.Validate());
   e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
   e->pool_ = std::make_unique<kernels::ThreadPool>(c.threads);
@@ -122,7 +120,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const LLMConfig& config) 
                                                    e->max_len_, c.kv_scales));
   KVF_LOG_INFO("%s%s, prefix caching %s", engine::DescribeKvCache(*e->cache_).c_str(),
                c.contiguous_kv ? ", contiguous reservation per sequence" : "",
-               e->cache_->prefix_cache() ? c.prefix_cache_mode.c_str() : "off");
+               e->cache_->prefix_cache() ? ConfigName(c.prefix_cache_mode) : "off");
   return e;
 }
 

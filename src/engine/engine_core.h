@@ -30,7 +30,7 @@ namespace kvforge {
 
 class EngineCore {
  public:
-  static Result<std::unique_ptr<EngineCore>> Create(const LLMConfig& config);
+  static Result<std::unique_ptr<EngineCore>> Create(const EngineConfig& config);
   ~EngineCore();
 
   // `id` 0 picks the next free id; a caller-chosen id must be unique.
@@ -103,7 +103,7 @@ class EngineCore {
   RequestOutput BuildOutput(Request& r, bool final);
   void FinishBeamRequest(Request& r);
 
-  LLMConfig cfg_;
+  EngineConfig cfg_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   std::unique_ptr<kvstore::PagedKvCache> cache_;

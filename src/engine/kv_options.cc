@@ -9,46 +9,15 @@ namespace kvforge::engine {
 
 using kvquant::KvDtype;
 
-namespace {
-
-Result<KvDtype> Resolve(const std::string& text, const KvCacheChoice& c) {
-  if (text.empty() || text == "auto") return c.kv_f16 ? KvDtype::kF16 : KvDtype::kF32;
-  return kvquant::ParseKvDtype(text);
-}
-
-}  // namespace
-
-KvCacheChoice KvChoiceFrom(const EngineOptions& o) {
-  KvCacheChoice c;
-  c.dtype = o.kv_cache_dtype;
-  c.k_dtype = o.kv_cache_dtype_k;
-  c.v_dtype = o.kv_cache_dtype_v;
-  c.kv_f16 = o.kv_f16;
-  c.fp8_scales = o.kv_scales;
-  c.fp8_scales_per_head = o.kv_scales_per_head;
-  c.block_tokens = o.kv_block_tokens;
-  c.kivi_residual = o.kivi_residual_tokens;
-  c.kivi_eager = o.kivi_eager;
-  c.kvquant_post_rope_keys = o.kvquant_post_rope_keys;
-  c.turbo_qjl = o.kv_turbo_qjl;
-  return c;
-}
-
-KvCacheChoice KvChoiceFrom(const LLMConfig& l) {
-  KvCacheChoice c;
-  c.dtype = l.kv_cache_dtype;
-  c.k_dtype = l.kv_cache_dtype_k;
-  c.v_dtype = l.kv_cache_dtype_v;
-  c.kv_f16 = l.kv_f16;
-  c.fp8_scales = l.kv_scales;
-  c.block_tokens = l.block_size;
-  c.turbo_qjl = l.kv_turbo_qjl;
-  return c;
+KvDtype StoredKvDtype(KvCacheDtype choice, bool kv_f16) {
+  if (choice == KvCacheDtype::kAuto) return kv_f16 ? KvDtype::kF16 : KvDtype::kF32;
+  // Same order as kvquant::KvDtype after kAuto (config_names.cc asserts the table).
+  return static_cast<KvDtype>(static_cast<int>(choice) - 1);
 }
 
 Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& mc,
-                                                      const KvCacheChoice& choice) {
-  KVF_ASSIGN_OR_RETURN(KvDtype base, Resolve(choice.dtype, choice));
+                                                      const EngineConfig& choice) {
+  const KvDtype base = StoredKvDtype(choice.kv_cache_dtype, choice.kv_f16);
   kvstore::PagedKvCacheConfig kc;
   kvstore::KvStoreConfig& s = kc.store;
   s.n_layer = static_cast<int32_t>(mc.n_layer);
@@ -56,32 +25,30 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
   s.head_dim = static_cast<int32_t>(mc.head_dim);
   s.k_dtype = base;
   s.v_dtype = base;
-  if (!choice.k_dtype.empty()) {
-    KVF_ASSIGN_OR_RETURN(s.k_dtype, Resolve(choice.k_dtype, choice));
-  }
-  if (!choice.v_dtype.empty()) {
-    KVF_ASSIGN_OR_RETURN(s.v_dtype, Resolve(choice.v_dtype, choice));
-  }
-  s.block_tokens = choice.block_tokens;
-  if (choice.turbo_qjl && !kvquant::IsTurbo(s.k_dtype))
+  if (choice.kv_cache_dtype_k != KvCacheDtype::kAuto)
+    s.k_dtype = StoredKvDtype(choice.kv_cache_dtype_k, choice.kv_f16);
+  if (choice.kv_cache_dtype_v != KvCacheDtype::kAuto)
+    s.v_dtype = StoredKvDtype(choice.kv_cache_dtype_v, choice.kv_f16);
+  s.block_tokens = choice.block_size;
+  if (choice.kv_turbo_qjl && !kvquant::IsTurbo(s.k_dtype))
     return Status::InvalidArgument(
         "the QJL key sketch (kv_turbo_qjl / --kv-turbo-qjl) applies to turbo3 / turbo4 keys, "
         "but the K cache dtype is " +
         std::string(kvquant::KvDtypeName(s.k_dtype)));
-  s.turbo_qjl = choice.turbo_qjl;
+  s.turbo_qjl = choice.kv_turbo_qjl;
   if (kvquant::IsKivi(s.k_dtype) && s.block_tokens % kvquant::kKiviGroup != 0)
     s.block_tokens = static_cast<int32_t>((s.block_tokens + kvquant::kKiviGroup - 1) /
                                           kvquant::kKiviGroup * kvquant::kKiviGroup);
-  kc.kivi_residual_tokens = choice.kivi_residual;
+  kc.kivi_residual_tokens = choice.kivi_residual_tokens;
   kc.kivi_eager = choice.kivi_eager;
   kc.nuq_post_rope_keys = choice.kvquant_post_rope_keys;
-  kc.fp8_per_head = choice.fp8_scales_per_head;
+  kc.fp8_per_head = choice.kv_scales_per_head;
   const bool fp8 = kvquant::IsFp8(s.k_dtype) || kvquant::IsFp8(s.v_dtype);
-  if (choice.fp8_scales == "calibrate") {
+  if (choice.kv_scales == "calibrate") {
     kc.fp8_calibrate = true;
-  } else if (!choice.fp8_scales.empty() && choice.fp8_scales != "1" && fp8) {
+  } else if (!choice.kv_scales.empty() && choice.kv_scales != "1" && fp8) {
     KVF_ASSIGN_OR_RETURN(kvquant::Fp8Scales scales,
-                         kvquant::Fp8Scales::Load(choice.fp8_scales, mc.n_layer, mc.n_head_kv));
+                         kvquant::Fp8Scales::Load(choice.kv_scales, mc.n_layer, mc.n_head_kv));
     kc.fp8_scales = std::move(scales);
   }
   // kvquant3: keys are stored before RoPE, so the cache needs the model's rotation; the
@@ -91,14 +58,14 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
   kc.rope.freq_scale = mc.rope_freq_scale;
   kc.rope.neox = mc.rope_neox;
   const bool nuq = kvquant::IsNuq(s.k_dtype) || kvquant::IsNuq(s.v_dtype);
-  if (nuq && !choice.fp8_scales.empty() && choice.fp8_scales != "1" &&
-      choice.fp8_scales != "calibrate") {
+  if (nuq && !choice.kv_scales.empty() && choice.kv_scales != "1" &&
+      choice.kv_scales != "calibrate") {
     if (fp8)
       return Status::InvalidArgument(
           "one --kv-scales file cannot hold both FP8 scales and a kvquant3 calibration");
     KVF_ASSIGN_OR_RETURN(
         kvquant::NuqCalibration cal,
-        kvquant::NuqCalibration::Load(choice.fp8_scales, mc.n_layer, mc.n_head_kv * mc.head_dim));
+        kvquant::NuqCalibration::Load(choice.kv_scales, mc.n_layer, mc.n_head_kv * mc.head_dim));
     kc.nuq_calibration = std::move(cal);
   }
   // Validate the shape now, with a message naming the model's dimensions.

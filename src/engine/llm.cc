@@ -2,6 +2,8 @@
 // thread, requests submitted from any thread) over EngineCore.
 #include "kvforge/llm.h"
 
+#include "engine/llm_internal.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -20,7 +22,7 @@ namespace kvforge {
 // ---------------------------------------------------------------------------------------------
 // LLM
 
-LLM::LLM(const LLMConfig& config) {
+LLM::LLM(const EngineConfig& config) {
   auto core = EngineCore::Create(config);
   if (!core.ok()) {
     status_ = core.error();
@@ -32,6 +34,8 @@ LLM::LLM(const LLMConfig& config) {
 LLM::~LLM() = default;
 
 EngineStats LLM::stats() const { return core_ ? core_->Stats() : EngineStats{}; }
+
+EngineCore* engine::CoreOf(LLM& llm) { return llm.core_.get(); }
 
 Result<std::vector<RequestOutput>> LLM::generate(const std::vector<std::string>& prompts,
                                                  const SamplingParams& params,
@@ -78,7 +82,7 @@ Result<std::vector<RequestOutput>> LLM::generate(const std::vector<std::vector<i
 
 struct AsyncEngine::Impl {
   std::unique_ptr<EngineCore> core;
-  LLMConfig config;
+  EngineConfig config;
   std::string chat_template;  // read once at Create (the core does not keep GGUF metadata)
   std::thread thread;
   mutable std::mutex mu;
@@ -139,7 +143,7 @@ struct AsyncEngine::Impl {
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Result<std::unique_ptr<AsyncEngine>> AsyncEngine::Create(const LLMConfig& config) {
+Result<std::unique_ptr<AsyncEngine>> AsyncEngine::Create(const EngineConfig& config) {
   auto impl = std::make_unique<Impl>();
   KVF_ASSIGN_OR_RETURN(impl->core, EngineCore::Create(config));
   impl->config = config;
@@ -234,6 +238,6 @@ int64_t AsyncEngine::vocab_size() const {
   return std::min(impl_->core->tokenizer().n_vocab(), impl_->core->model_config().n_vocab);
 }
 
-const LLMConfig& AsyncEngine::config() const { return impl_->config; }
+const EngineConfig& AsyncEngine::config() const { return impl_->config; }
 
 }  // namespace kvforge

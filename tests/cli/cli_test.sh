@@ -145,8 +145,8 @@ contains "run q8_0 text" "$TMP/out" "Once upon a time, there was a little girl n
 contains "run q8_0 log line" "$TMP/err" "KV cache: q8_0, 340 B/token incl. scales"
 check "run split kv dtypes" 0 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype-k kivi4 --kv-dtype-v int8
 contains "run split log line" "$TMP/err" "KV cache: k=kivi4,v=int8"
-check "run bad kv dtype" 1 "$KVF" run --prompt "Hi" --kv-dtype q9_9
-contains "bad kv dtype message" "$TMP/err" "unknown KV dtype 'q9_9'"
+check "run bad kv dtype" 2 "$KVF" run --prompt "Hi" --kv-dtype q9_9
+contains "bad kv dtype message" "$TMP/err" "unknown KV cache dtype 'q9_9'"
 check "ppl q4_0 kv" 0 "$KVF" eval ppl --text "$SHARED/models/tinystories-val-head.txt" --ctx 128 --chunks 2 --kv-dtype q4_0 --json
 check "eval kv json" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --kv-dtype kivi2 --ctx 64 --chunks 2 --kivi-residual 32 --prompts 2 --gen-tokens 8 --json
 contains "eval kv dtype" "$TMP/out" '"kv_dtype":"kivi2","baseline_dtype":"f32","bytes_per_token":120,"baseline_bytes_per_token":1280'

@@ -7,8 +7,8 @@ namespace kvforge {
 namespace {
 
 std::unique_ptr<Engine> Embedded() {
-  EngineOptions o;
-  o.max_context = 256;
+  EngineConfig o;
+  o.max_model_len = 256;
   auto e = Engine::Create(o);
   EXPECT_TRUE(e.ok());
   return e.ok() ? std::move(*e) : nullptr;
@@ -70,8 +70,8 @@ TEST(GenerateTest, MaxTokensAndCallbackCancel) {
 }
 
 TEST(GenerateTest, RequestsBeyondContextOrCapacityAreRejected) {
-  EngineOptions o;
-  o.max_context = 24;
+  EngineConfig o;
+  o.max_model_len = 24;
   auto e = Engine::Create(o);
   ASSERT_TRUE(e.ok());
   const auto ids = *(*e)->Tokenize("Once upon a time", true, false);
@@ -115,15 +115,15 @@ TEST(GenerateTest, BadRequestsGetClearErrors) {
 }
 
 TEST(EngineTest, MissingOrCorruptModelIsAnError) {
-  EngineOptions o;
-  o.model_path = "/nonexistent/model.gguf";
+  EngineConfig o;
+  o.model = "/nonexistent/model.gguf";
   auto e = Engine::Create(o);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message().find("/nonexistent/model.gguf"), std::string::npos);
-  o.model_path = "/dev/null";
+  o.model = "/dev/null";
   EXPECT_FALSE(Engine::Create(o).ok());
-  o.model_path = "";
-  o.kv_block_tokens = 0;
+  o.model = "";
+  o.block_size = 0;
   EXPECT_EQ(Engine::Create(o).error().code(), StatusCode::kInvalidArgument);
 }
 

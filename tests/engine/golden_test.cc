@@ -19,11 +19,11 @@ nlohmann::json LoadJson(const std::string& rel) {
 
 std::unique_ptr<Engine> MakeEngine(const std::string& model_rel, int32_t block_tokens = 16,
                                    bool f16 = true) {
-  EngineOptions o;
-  o.model_path = model_rel.empty() ? "" : kvforge::testing::SharedDir() + "/" + model_rel;
-  o.kv_block_tokens = block_tokens;
+  EngineConfig o;
+  o.model = model_rel.empty() ? "" : kvforge::testing::SharedDir() + "/" + model_rel;
+  o.block_size = block_tokens;
   o.kv_f16 = f16;
-  o.max_context = 512;
+  o.max_model_len = 512;
   auto e = Engine::Create(o);
   EXPECT_TRUE(e.ok()) << e.error().ToString();
   return e.ok() ? std::move(*e) : nullptr;

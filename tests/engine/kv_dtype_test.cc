@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 
+#include "kvforge/config_names.h"
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
 #include "support/test_paths.h"
@@ -16,12 +17,18 @@
 namespace kvforge {
 namespace {
 
+KvCacheDtype Dtype(const std::string& name) {
+  Result<KvCacheDtype> d = ParseKvCacheDtype(name);
+  EXPECT_TRUE(d.ok()) << name;
+  return d.ok() ? *d : KvCacheDtype::kAuto;
+}
+
 std::unique_ptr<Engine> Make(const std::string& dtype, int64_t kivi_r = 128,
                              const std::string& scales = "") {
-  EngineOptions o;
-  o.max_context = 256;
+  EngineConfig o;
+  o.max_model_len = 256;
   o.threads = 2;
-  o.kv_cache_dtype = dtype;
+  o.kv_cache_dtype = Dtype(dtype);
   o.kivi_residual_tokens = kivi_r;
   o.kv_scales = scales;
   auto e = Engine::Create(o);
@@ -108,10 +115,10 @@ TEST(EngineKvDtypeTest, TurboGenerationPerBitsAndQjl) {
   for (const Case& c :
        {Case{"turbo4", false, "turbo4", 4, 2.9}, Case{"turbo3", false, "turbo3", 4, 7.0},
         Case{"turbo4", true, "k=turbo4+qjl,v=turbo4", 4, 9.6}}) {
-    EngineOptions o;
-    o.max_context = 256;
+    EngineConfig o;
+    o.max_model_len = 256;
     o.threads = 2;
-    o.kv_cache_dtype = c.dtype;
+    o.kv_cache_dtype = Dtype(c.dtype);
     o.kv_turbo_qjl = c.qjl;
     auto e = Engine::Create(o);
     ASSERT_TRUE(e.ok()) << e.error().ToString();
@@ -154,31 +161,30 @@ TEST(EngineKvDtypeTest, Fp8CalibratedScalesSaveAndReload) {
   ASSERT_NE(loaded, nullptr);
   EXPECT_EQ(Greedy(*loaded), a);  // the same frozen scales give the same cache bytes
   std::remove(path.c_str());
-  EngineOptions o;
-  o.kv_cache_dtype = "fp8";
+  EngineConfig o;
+  o.kv_cache_dtype = Dtype("fp8");
   o.kv_scales = path;  // gone now
   EXPECT_FALSE(Engine::Create(o).ok());
 }
 
 TEST(EngineKvDtypeTest, SeparateKeyAndValueDtypesAndErrors) {
-  EngineOptions o;
-  o.max_context = 128;
-  o.kv_cache_dtype_k = "q8_0";
-  o.kv_cache_dtype_v = "q4_0";
+  EngineConfig o;
+  o.max_model_len = 128;
+  o.kv_cache_dtype_k = Dtype("q8_0");
+  o.kv_cache_dtype_v = Dtype("q4_0");
   auto e = Engine::Create(o);
   ASSERT_TRUE(e.ok()) << e.error().ToString();
   EXPECT_EQ((*e)->info().kv_cache_dtype, "k=q8_0,v=q4_0");
   EXPECT_EQ((*e)->info().kv_bytes_per_token, 5u * (34 + 18));  // 5 layers, one 32-value block each
   EXPECT_EQ(Greedy(**e, 8).size(), 8u);
-  o.kv_cache_dtype_k = "int9";
-  auto bad = Engine::Create(o);
+  const Status bad = SetConfigField(&o, "kv_cache_dtype_k", "int9");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("int9"), std::string::npos);
+  EXPECT_NE(bad.message().find("int9"), std::string::npos);
   // A model whose K/V row (2 heads x 4) cannot hold a 32-value block.
-  EngineOptions t;
-  t.model_path = kvforge::testing::SharedDir() + "/models/llama-2-tiny-random.gguf";
-  t.max_context = 64;
-  t.kv_cache_dtype = "q4_0";
+  EngineConfig t;
+  t.model = kvforge::testing::SharedDir() + "/models/llama-2-tiny-random.gguf";
+  t.max_model_len = 64;
+  t.kv_cache_dtype = Dtype("q4_0");
   auto tiny = Engine::Create(t);
   ASSERT_FALSE(tiny.ok());
   EXPECT_NE(tiny.error().message().find("multiple of 32"), std::string::npos);
@@ -186,9 +192,9 @@ TEST(EngineKvDtypeTest, SeparateKeyAndValueDtypesAndErrors) {
 
 TEST(EngineKvDtypeTest, ContinuousBatchingWithQuantizedCaches) {
   for (const char* d : {"q8_0", "kivi2", "kvquant3"}) {
-    LLMConfig cfg;
+    EngineConfig cfg;
     cfg.max_model_len = 256;
-    cfg.kv_cache_dtype = d;
+    cfg.kv_cache_dtype = Dtype(d);
     cfg.threads = 2;
     LLM llm(cfg);
     ASSERT_TRUE(llm.ok()) << d;
@@ -222,19 +228,19 @@ TEST(EngineKvDtypeTest, KvQuant3CalibrationSourcesSaveAndReload) {
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(Greedy(*first).size(), 64u);
   // Only K quantized; a file of another shape is refused.
-  EngineOptions o;
-  o.max_context = 128;
-  o.kv_cache_dtype_k = "kvquant3";
-  o.kv_cache_dtype_v = "f16";
+  EngineConfig o;
+  o.max_model_len = 128;
+  o.kv_cache_dtype_k = Dtype("kvquant3");
+  o.kv_cache_dtype_v = Dtype("f16");
   o.kv_scales = path;
   auto k_only = Engine::Create(o);
   ASSERT_TRUE(k_only.ok()) << k_only.error().ToString();
   EXPECT_EQ((*k_only)->info().kv_cache_dtype, "k=kvquant3,v=f16");
   EXPECT_EQ(Greedy(**k_only, 8).size(), 8u);
-  EngineOptions t;
-  t.model_path = kvforge::testing::SharedDir() + "/models/llama-2-tiny-random.gguf";
-  t.max_context = 64;
-  t.kv_cache_dtype = "kvquant3";
+  EngineConfig t;
+  t.model = kvforge::testing::SharedDir() + "/models/llama-2-tiny-random.gguf";
+  t.max_model_len = 64;
+  t.kv_cache_dtype = Dtype("kvquant3");
   t.kv_scales = path;
   auto wrong = Engine::Create(t);
   ASSERT_FALSE(wrong.ok());

@@ -3,6 +3,8 @@
 // parallel sampling and beam search on shared blocks, the async API, aborts and bad requests.
 #include "kvforge/llm.h"
 
+#include "kvforge/config_names.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "engine/engine_core.h"
+#include "engine/llm_internal.h"
 #include "support/test_paths.h"
 
 namespace kvforge {
@@ -60,8 +62,8 @@ void ExpectGolden(const std::vector<RequestOutput>& outs, const Golden& g,
   }
 }
 
-LLMConfig Base() {
-  LLMConfig c;
+EngineConfig Base() {
+  EngineConfig c;
   c.max_model_len = 512;
   c.threads = 2;
   return c;
@@ -81,10 +83,10 @@ TEST(LLMTest, InvariantUnderChunkingPreemptionAndBatchingMode) {
   const Golden g = LoadGolden();
   struct Variant {
     std::string name;
-    LLMConfig cfg;
+    EngineConfig cfg;
   };
   std::vector<Variant> variants;
-  LLMConfig c = Base();
+  EngineConfig c = Base();
   c.max_num_batched_tokens = 7;  // prompts split into chunks of <= 7 tokens
   variants.push_back({"chunked prefill", c});
   c = Base();
@@ -93,10 +95,10 @@ TEST(LLMTest, InvariantUnderChunkingPreemptionAndBatchingMode) {
   c = Base();
   c.kv_cache_memory_bytes = 640 * 16 * 12;  // 12 blocks: 6 sequences of ~84 tokens cannot all fit
   variants.push_back({"preemption by recompute", c});
-  c.preemption_mode = "swap";
+  c.preemption_mode = PreemptionMode::kSwap;
   variants.push_back({"preemption by swap", c});
   c = Base();
-  c.batching = "static";
+  c.batching = BatchingMode::kStatic;
   variants.push_back({"static batching", c});
   c = Base();
   c.contiguous_kv = true;
@@ -122,7 +124,7 @@ TEST(LLMTest, InvariantUnderChunkingPreemptionAndBatchingMode) {
 }
 
 TEST(LLMTest, ParallelSamplingSharesThePromptBlocks) {
-  LLMConfig c = Base();
+  EngineConfig c = Base();
   c.block_size = 4;
   LLM llm(c);
   ASSERT_TRUE(llm.ok());
@@ -136,7 +138,7 @@ TEST(LLMTest, ParallelSamplingSharesThePromptBlocks) {
     ASSERT_EQ(o.token_ids.size(), 40u);
     EXPECT_EQ(o.token_ids, std::vector<int32_t>(g.gen[5].begin(), g.gen[5].begin() + 40));
   }
-  EXPECT_GT(llm.core()->MeanSharingSaving(), 0.2);
+  EXPECT_GT(engine::CoreOf(llm)->MeanSharingSaving(), 0.2);
   // Sampled: seeded and reproducible, and the completions differ from each other.
   p.temperature = 1.0f;
   p.seed = 11;
@@ -205,15 +207,19 @@ TEST(LLMTest, InvalidRequestsAreRejectedBeforeScheduling) {
   EXPECT_EQ(llm.generate(Prompts{{}}, Greedy(8)).error().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(llm.generate(Prompts{{1, 99999}}, Greedy(8)).error().code(),
             StatusCode::kInvalidArgument);
-  LLMConfig small = Base();
+  EngineConfig small = Base();
   small.kv_cache_memory_bytes = 640 * 16 * 2;  // 2 blocks = 32 tokens
   LLM tiny(small);
   ASSERT_TRUE(tiny.ok());
   EXPECT_EQ(tiny.generate(Prompts{{1, 403, 407}}, Greedy(100)).error().code(),
             StatusCode::kResourceExhausted);
-  LLMConfig bad = Base();
-  bad.batching = "sometimes";
+  EngineConfig bad = Base();
+  bad.max_num_seqs = 0;
   EXPECT_FALSE(LLM(bad).ok());
+  const Status sometimes = SetConfigField(&bad, "batching", "sometimes");
+  EXPECT_EQ(sometimes.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(sometimes.message().find("continuous, static"), std::string::npos)
+      << sometimes.message();
 }
 
 TEST(AsyncEngineTest, ConcurrentClientsGetTheSequentialOutputs) {
@@ -254,7 +260,7 @@ TEST(AsyncEngineTest, ConcurrentClientsGetTheSequentialOutputs) {
 }
 
 TEST(AsyncEngineTest, AbortFreesTheBlocks) {
-  LLMConfig c = Base();
+  EngineConfig c = Base();
   auto engine = AsyncEngine::Create(c);
   ASSERT_TRUE(engine.ok());
   std::mutex mu;

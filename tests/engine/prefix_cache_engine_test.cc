@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kvforge/config_names.h"
 #include "kvforge/llm.h"
 #include "support/test_paths.h"
 
@@ -43,16 +44,18 @@ SamplingParams Greedy(int n) {
   return p;
 }
 
-LLMConfig Base(const std::string& mode) {
-  LLMConfig c;
+EngineConfig Base(const std::string& mode) {
+  EngineConfig c;
   c.max_model_len = 512;
   c.threads = 2;
   c.enable_prefix_caching = mode != "off";
-  if (mode != "off") c.prefix_cache_mode = mode;
+  if (mode != "off") {
+    EXPECT_TRUE(SetConfigField(&c, "prefix_cache_mode", mode).ok());
+  }
   return c;
 }
 
-std::vector<std::vector<int32_t>> RunAll(const LLMConfig& c, const Prompts& prompts, int rounds,
+std::vector<std::vector<int32_t>> RunAll(const EngineConfig& c, const Prompts& prompts, int rounds,
                                          EngineStats* stats, int64_t* cached) {
   LLM llm(c);
   EXPECT_TRUE(llm.ok()) << llm.status().ToString();
@@ -83,13 +86,13 @@ TEST(PrefixCacheEngine, OutputsEqualCacheOffInEveryRegime) {
   EXPECT_EQ(st.prefix_cache_hit_tokens, 0);
   struct Variant {
     std::string name;
-    LLMConfig cfg;
+    EngineConfig cfg;
     bool expect_preemption = false;
   };
   for (const std::string mode : {"hash", "radix"}) {
     std::vector<Variant> variants;
     variants.push_back({"default", Base(mode)});
-    LLMConfig c = Base(mode);
+    EngineConfig c = Base(mode);
     c.max_num_batched_tokens = 7;
     variants.push_back({"chunked prefill of 7", c});
     c = Base(mode);
@@ -181,14 +184,14 @@ TEST(PrefixCacheEngine, QuantizedKvBlocksAreSharedToo) {
                                   "kvquant3"}) {
     SCOPED_TRACE(dtype);
     const bool qjl = dtype == "turbo4+qjl";
-    LLMConfig off = Base("off");
-    off.kv_cache_dtype = qjl ? "turbo4" : dtype;
+    EngineConfig off = Base("off");
+    ASSERT_TRUE(SetConfigField(&off, "kv_cache_dtype", qjl ? "turbo4" : dtype).ok());
     off.kv_turbo_qjl = qjl;
     EngineStats st;
     int64_t cached = 0;
     const auto want = RunAll(off, prompts, 2, &st, &cached);
     for (const std::string mode : {"hash", "radix"}) {
-      LLMConfig on = Base(mode);
+      EngineConfig on = Base(mode);
       on.kv_cache_dtype = off.kv_cache_dtype;
       on.kv_turbo_qjl = qjl;
       const auto got = RunAll(on, prompts, 2, &st, &cached);
@@ -196,8 +199,8 @@ TEST(PrefixCacheEngine, QuantizedKvBlocksAreSharedToo) {
       EXPECT_GT(cached, 0) << mode;
     }
   }
-  LLMConfig kivi = Base("hash");
-  kivi.kv_cache_dtype = "kivi4";
+  EngineConfig kivi = Base("hash");
+  kivi.kv_cache_dtype = KvCacheDtype::kKivi4;
   LLM llm(kivi);
   ASSERT_TRUE(llm.ok()) << llm.status().ToString();
   ASSERT_TRUE(llm.generate({prompts[0]}, Greedy(4)).ok());
@@ -205,10 +208,10 @@ TEST(PrefixCacheEngine, QuantizedKvBlocksAreSharedToo) {
 }
 
 TEST(PrefixCacheEngine, BadModeIsRejected) {
-  LLMConfig c = Base("hash");
-  c.prefix_cache_mode = "trie";
-  LLM llm(c);
-  EXPECT_FALSE(llm.ok());
+  EngineConfig c = Base("hash");
+  const Status trie = SetConfigField(&c, "prefix_cache_mode", "trie");
+  EXPECT_EQ(trie.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(trie.message().find("hash, radix"), std::string::npos) << trie.message();
 }
 
 }  // namespace

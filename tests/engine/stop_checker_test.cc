@@ -86,7 +86,7 @@ TEST(StopCheckerTest, StopStringCutsTheTextAndMaxTokensEndsWithLengthAndFlushes)
 // too; stories260K never emits its EOS, it separates stories with BOS) ends the sequence with
 // "stop" at its first occurrence, the id itself dropped, the same tokens and text in each.
 TEST(StopCheckerTest, BothEnginesStopAtTheSameTokenWithTheSameName) {
-  auto engine = Engine::Create(EngineOptions{});
+  auto engine = Engine::Create(EngineConfig{});
   ASSERT_TRUE(engine.ok()) << engine.error().ToString();
   const auto prompt = *(*engine)->Tokenize("Once upon a time", true, false);
   SamplingParams p;
@@ -108,7 +108,7 @@ TEST(StopCheckerTest, BothEnginesStopAtTheSameTokenWithTheSameName) {
             std::vector<int32_t>(free_run->tokens.begin(),
                                  free_run->tokens.begin() + static_cast<long>(first)));
 
-  LLM llm(LLMConfig{});
+  LLM llm(EngineConfig{});
   ASSERT_TRUE(llm.ok()) << llm.status().ToString();
   for (int32_t max_tokens : {24, 6}) {  // "stop", then "length" before the stop id
     p.max_tokens = max_tokens;

@@ -367,7 +367,7 @@ TEST(ServerAuthTest, ApiKeyRequiredExceptHealthAndMetrics) {
 }
 
 TEST(ServerQueueTest, BeyondTheQueueLimitIs429) {
-  LLMConfig c = TestEngineConfig();
+  EngineConfig c = TestEngineConfig();
   c.max_num_seqs = 1;
   ServerOptions o;
   o.max_queue = 0;  // one sequence in flight at most
@@ -404,7 +404,7 @@ TEST(ServerQueueTest, BeyondTheQueueLimitIs429) {
 // A stream whose request waits behind another gets keep-alive comments; a client that leaves
 // while waiting is noticed through them and its request aborted.
 TEST(ServerQueueTest, ClientLeavingWhileQueuedIsAborted) {
-  LLMConfig c = TestEngineConfig();
+  EngineConfig c = TestEngineConfig();
   c.max_num_seqs = 1;
   ServerOptions o;
   o.max_queue = 1;

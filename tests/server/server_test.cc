@@ -290,7 +290,7 @@ TEST_F(ServerTest, ChatCompletionStreamingAndNot) {
 }
 
 TEST(ServerChatTest, ChatDefaultsToTheRestOfTheContext) {
-  LLMConfig c = TestEngineConfig();
+  EngineConfig c = TestEngineConfig();
   c.max_model_len = 96;
   auto h = Harness::Start(c);
   ASSERT_NE(h, nullptr);

@@ -12,8 +12,8 @@
 
 namespace kvforge::server::testing {
 
-LLMConfig TestEngineConfig() {
-  LLMConfig c;
+EngineConfig TestEngineConfig() {
+  EngineConfig c;
   c.max_model_len = 2048;
   c.threads = 2;
   c.max_num_seqs = 64;
@@ -28,7 +28,7 @@ SamplingParams Greedy(int32_t max_tokens) {
   return p;
 }
 
-std::unique_ptr<Harness> Harness::Start(const LLMConfig& config, ServerOptions options) {
+std::unique_ptr<Harness> Harness::Start(const EngineConfig& config, ServerOptions options) {
   std::unique_ptr<Harness> h(new Harness());
   auto engine = AsyncEngine::Create(config);
   if (!engine.ok()) {

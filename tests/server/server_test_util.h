@@ -18,13 +18,13 @@ namespace kvforge::server::testing {
 using json = nlohmann::json;
 
 // 2048-token context, 2 threads, 64 running sequences, a 64 MiB KV pool.
-LLMConfig TestEngineConfig();
+EngineConfig TestEngineConfig();
 SamplingParams Greedy(int32_t max_tokens);
 
 class Harness {
  public:
   // Fails the current test (and returns null) when the engine or server cannot start.
-  static std::unique_ptr<Harness> Start(const LLMConfig& config = TestEngineConfig(),
+  static std::unique_ptr<Harness> Start(const EngineConfig& config = TestEngineConfig(),
                                         ServerOptions options = {});
   ~Harness();
 

@@ -1,0 +1,51 @@
+// kvforge/config_names.h — the text forms of EngineConfig (kvforge/engine_config.h): the names
+// of every choice, and every field listed once by name, so that the CLI, the HTTP server and
+// the Python module set options by name through one table (an option added to EngineConfig is
+// added here, once, and every front end has it).
+// Thread-safety: pure functions and an immutable table. No exception escapes.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvforge/engine_config.h"
+#include "kvforge/status.h"
+
+namespace kvforge {
+
+// Names, as the CLI, HTTP and Python spell them. Parse* accept the canonical names (and, for KV
+// dtypes, the aliases fp32/fp16/half/bfloat16/fp8/e4m3/e5m2), case-insensitively; errors list
+// the accepted names.
+Result<KvCacheDtype> ParseKvCacheDtype(std::string_view text);
+Result<BatchingMode> ParseBatchingMode(std::string_view text);
+Result<PreemptionMode> ParsePreemptionMode(std::string_view text);
+Result<SchedulingPolicy> ParseSchedulingPolicy(std::string_view text);
+Result<PrefixCacheMode> ParsePrefixCacheMode(std::string_view text);
+const char* ConfigName(KvCacheDtype v);  // "auto", "f16", "fp8_e4m3", ...
+const char* ConfigName(BatchingMode v);  // "continuous" | "static"
+const char* ConfigName(PreemptionMode v);    // "recompute" | "swap"
+const char* ConfigName(SchedulingPolicy v);  // "fcfs" | "priority"
+const char* ConfigName(PrefixCacheMode v);   // "hash" | "radix"
+std::string KvCacheDtypeChoices();           // "auto|f32|f16|..." for usage text
+
+enum class ConfigFieldKind { kBool, kInt, kUint, kFloat, kString, kChoice };
+
+struct ConfigField {
+  std::string name;  // the EngineConfig member's name
+  ConfigFieldKind kind;
+  std::string help;
+  std::vector<std::string> choices;  // kChoice: the accepted names
+  // Sets the field from its text form: "true"/"false" (also 1/0), a decimal number, a name.
+  // Errors are kInvalidArgument naming the field and what it accepts.
+  std::function<Status(EngineConfig&, std::string_view)> set;
+  std::function<std::string(const EngineConfig&)> get;  // the same text form
+};
+
+const std::vector<ConfigField>& EngineConfigFields();
+const ConfigField* FindConfigField(std::string_view name);  // nullptr when unknown
+// Unknown names are kNotFound ("unknown engine option 'x'").
+Status SetConfigField(EngineConfig* config, std::string_view name, std::string_view text);
+
+}  // namespace kvforge

@@ -1,0 +1,85 @@
+// kvforge/engine_config.h — the one engine configuration, shared by the single-request Engine
+// (kvforge/engine.h) and the batched LLM / AsyncEngine (kvforge/llm.h). Field names are vLLM's
+// where vLLM has the option. Choices are enums; their names (the CLI's, HTTP's and Python's
+// spelling) are parsed and printed in one place, kvforge/config_names.h, and every field is
+// listed once, by name, in EngineConfigFields() there, so a front end sets any option by name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kvforge {
+
+// KV-cache element types (docs/kv_quantization.md). kAuto: f16 (f32 with kv_f16 = false); as a
+// K or V override, kAuto means "as kv_cache_dtype".
+enum class KvCacheDtype : uint8_t {
+  kAuto,
+  kF32,
+  kF16,
+  kBf16,
+  kFp8E4M3,
+  kFp8E5M2,
+  kInt8,
+  kQ8_0,
+  kQ4_0,
+  kKivi2,
+  kKivi4,
+  kKvQuant3,
+  kTurbo3,
+  kTurbo4,
+};
+enum class BatchingMode : uint8_t { kContinuous, kStatic };  // static: the baseline, to measure
+enum class PreemptionMode : uint8_t { kRecompute, kSwap };
+enum class SchedulingPolicy : uint8_t { kFcfs, kPriority };
+enum class PrefixCacheMode : uint8_t { kHash, kRadix };  // vLLM-style hashes | SGLang-style tree
+
+struct EngineConfig {
+  // --- model and threads ------------------------------------------------------------------
+  std::string model;          // GGUF path; empty: the embedded default model
+  int threads = 0;            // 0: one per core
+  int64_t max_model_len = 0;  // 0: the model's context (capped at 8192)
+  bool mlock = false;         // pin the weights in RAM (a refusal is logged, not fatal)
+
+  // --- KV memory ----------------------------------------------------------------------------
+  uint64_t kv_cache_memory_bytes = 0;  // KV pool budget; 0: see memory_utilization
+  // Fraction of the RAM available at start minus the weights (the CPU analogue of vLLM's
+  // gpu_memory_utilization). Neither set: a full context per max_num_seqs (Engine: one),
+  // capped at 40% of available RAM.
+  double memory_utilization = 0;
+  int32_t block_size = 16;  // KV block, tokens (KIVI rounds it up to a multiple of 32)
+
+  // --- KV dtype (docs/kv_quantization.md) -----------------------------------------------------
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  KvCacheDtype kv_cache_dtype_k = KvCacheDtype::kAuto;  // llama.cpp -ctk; kAuto: kv_cache_dtype
+  KvCacheDtype kv_cache_dtype_v = KvCacheDtype::kAuto;  // llama.cpp -ctv
+  bool kv_f16 = true;  // what kAuto means: f16, or f32
+  // FP8 scales / kvquant3 calibration: "" (FP8: 1.0; kvquant3: the built-in calibration text),
+  // "calibrate" (the first batch; vLLM's calculate_kv_scales) or a file from SaveKvScales.
+  std::string kv_scales;
+  bool kv_scales_per_head = false;     // one FP8 scale per KV head instead of per tensor
+  int64_t kivi_residual_tokens = 128;  // KIVI: newest tokens kept in f16 (a multiple of 32)
+  bool kivi_eager = false;  // KIVI: quantize before the step's attention (simulated quantization)
+  bool kvquant_post_rope_keys = false;  // kvquant3 ablation: quantize keys after RoPE
+  bool kv_turbo_qjl = false;            // turbo3/turbo4 KEYS: TurboQuant-prod (QJL sketch)
+
+  // --- scheduling -----------------------------------------------------------------------------
+  int64_t max_num_batched_tokens = 2048;  // tokens per forward step (Engine: its prefill chunk)
+  int64_t max_num_seqs = 64;              // running sequences per step
+  bool chunked_prefill = true;
+  // Caps each prefill chunk (0: only the token budget caps it), so a long prompt joins the
+  // running decodes in slices and their inter-token latency stays bounded.
+  int64_t long_prefill_token_threshold = 0;
+  BatchingMode batching = BatchingMode::kContinuous;
+  PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  uint64_t swap_space_bytes = 256ull << 20;  // host memory for swapped-out KV blocks
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
+  // Contiguous baseline (FasterTransformer/Orca style, for measurement only): each admitted
+  // sequence reserves max_model_len slots up front.
+  bool contiguous_kv = false;
+
+  // --- prefix caching (docs/kv_cache.md) ------------------------------------------------------
+  bool enable_prefix_caching = true;
+  PrefixCacheMode prefix_cache_mode = PrefixCacheMode::kHash;
+};
+
+}  // namespace kvforge

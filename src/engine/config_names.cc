@@ -1,0 +1,264 @@
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "base/strings.h"
+#include "kvforge/config_names.h"
+#include "kvquant/kv_dtype.h"
+
+namespace kvforge {
+namespace {
+
+using base::StrFormat;
+
+// Public KvCacheDtype (kAuto first) <-> kvquant's dtype, in the same order.
+constexpr kvquant::KvDtype kStored[] = {
+    kvquant::KvDtype::kF32,     kvquant::KvDtype::kF16,     kvquant::KvDtype::kBf16,
+    kvquant::KvDtype::kFp8E4M3, kvquant::KvDtype::kFp8E5M2, kvquant::KvDtype::kInt8,
+    kvquant::KvDtype::kQ8_0,    kvquant::KvDtype::kQ4_0,    kvquant::KvDtype::kKivi2,
+    kvquant::KvDtype::kKivi4,   kvquant::KvDtype::kKvQuant3, kvquant::KvDtype::kTurbo3,
+    kvquant::KvDtype::kTurbo4};
+static_assert(sizeof(kStored) / sizeof(kStored[0]) ==
+              static_cast<size_t>(KvCacheDtype::kTurbo4));
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+template <typename E, size_t N>
+Result<E> ParseName(std::string_view text, const char* what, const E (&values)[N]) {
+  const std::string t = Lower(text);
+  std::string names;
+  for (E v : values) {
+    if (t == ConfigName(v)) return v;
+    names += std::string(names.empty() ? "" : ", ") + ConfigName(v);
+  }
+  return Status::InvalidArgument(StrFormat("%s must be one of %s (got '%.*s')", what,
+                                           names.c_str(), static_cast<int>(text.size()),
+                                           text.data()));
+}
+
+constexpr BatchingMode kBatching[] = {BatchingMode::kContinuous, BatchingMode::kStatic};
+constexpr PreemptionMode kPreemption[] = {PreemptionMode::kRecompute, PreemptionMode::kSwap};
+constexpr SchedulingPolicy kPolicies[] = {SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority};
+constexpr PrefixCacheMode kPrefixModes[] = {PrefixCacheMode::kHash, PrefixCacheMode::kRadix};
+
+// --- the field table ----------------------------------------------------------------------------
+
+Status Bad(const std::string& field, const char* wants, std::string_view text) {
+  return Status::InvalidArgument(StrFormat("%s must be %s (got '%.*s')", field.c_str(), wants,
+                                           static_cast<int>(text.size()), text.data()));
+}
+
+ConfigField Bool(const char* name, bool EngineConfig::*m, const char* help) {
+  ConfigField f{name, ConfigFieldKind::kBool, help, {}, nullptr, nullptr};
+  f.set = [m, n = f.name](EngineConfig& c, std::string_view t) {
+    const std::string v = Lower(t);
+    if (v == "true" || v == "1") {
+      c.*m = true;
+    } else if (v == "false" || v == "0") {
+      c.*m = false;
+    } else {
+      return Bad(n, "true or false", t);
+    }
+    return Status::Ok();
+  };
+  f.get = [m](const EngineConfig& c) { return std::string(c.*m ? "true" : "false"); };
+  return f;
+}
+
+// Integers of any width, range-checked; `min` is the smallest accepted value.
+template <typename T>
+ConfigField Int(const char* name, T EngineConfig::*m, long long min, const char* help) {
+  ConfigField f{name, std::is_unsigned_v<T> ? ConfigFieldKind::kUint : ConfigFieldKind::kInt,
+                help, {}, nullptr, nullptr};
+  f.set = [m, min, n = f.name](EngineConfig& c, std::string_view t) {
+    const std::string s(t);
+    char* end = nullptr;
+    errno = 0;
+    if (std::is_unsigned_v<T>) {
+      const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+      if (s.empty() || *end != '\0' || errno != 0 || s[0] == '-' ||
+          v > static_cast<unsigned long long>(std::numeric_limits<T>::max()) ||
+          v < static_cast<unsigned long long>(min))
+        return Bad(n, StrFormat("an integer >= %lld", min).c_str(), t);
+      c.*m = static_cast<T>(v);
+    } else {
+      const long long v = std::strtoll(s.c_str(), &end, 10);
+      if (s.empty() || *end != '\0' || errno != 0 || v < min ||
+          v > static_cast<long long>(std::numeric_limits<T>::max()))
+        return Bad(n, StrFormat("an integer >= %lld", min).c_str(), t);
+      c.*m = static_cast<T>(v);
+    }
+    return Status::Ok();
+  };
+  f.get = [m](const EngineConfig& c) { return std::to_string(c.*m); };
+  return f;
+}
+
+ConfigField Fraction(const char* name, double EngineConfig::*m, const char* help) {
+  ConfigField f{name, ConfigFieldKind::kFloat, help, {}, nullptr, nullptr};
+  f.set = [m, n = f.name](EngineConfig& c, std::string_view t) {
+    const std::string s(t);
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 1)
+      return Bad(n, "a number in [0, 1]", t);
+    c.*m = v;
+    return Status::Ok();
+  };
+  f.get = [m](const EngineConfig& c) { return StrFormat("%g", c.*m); };
+  return f;
+}
+
+ConfigField Text(const char* name, std::string EngineConfig::*m, const char* help) {
+  ConfigField f{name, ConfigFieldKind::kString, help, {}, nullptr, nullptr};
+  f.set = [m](EngineConfig& c, std::string_view t) {
+    c.*m = std::string(t);
+    return Status::Ok();
+  };
+  f.get = [m](const EngineConfig& c) { return c.*m; };
+  return f;
+}
+
+template <typename E, size_t N>
+ConfigField Choice(const char* name, E EngineConfig::*m, const E (&values)[N], const char* help) {
+  ConfigField f{name, ConfigFieldKind::kChoice, help, {}, nullptr, nullptr};
+  for (E v : values) f.choices.emplace_back(ConfigName(v));
+  f.set = [m, &values, n = f.name](EngineConfig& c, std::string_view t) -> Status {
+    KVF_ASSIGN_OR_RETURN(E v, ParseName(t, n.c_str(), values));
+    c.*m = v;
+    return Status::Ok();
+  };
+  f.get = [m](const EngineConfig& c) { return std::string(ConfigName(c.*m)); };
+  return f;
+}
+
+ConfigField Dtype(const char* name, KvCacheDtype EngineConfig::*m, const char* help) {
+  ConfigField f{name, ConfigFieldKind::kChoice, help, {}, nullptr, nullptr};
+  for (int i = 0; i <= static_cast<int>(KvCacheDtype::kTurbo4); ++i)
+    f.choices.emplace_back(ConfigName(static_cast<KvCacheDtype>(i)));
+  f.set = [m, n = f.name](EngineConfig& c, std::string_view t) -> Status {
+    Result<KvCacheDtype> v = ParseKvCacheDtype(t);
+    if (!v.ok()) return v.error().WithContext(n);
+    c.*m = *v;
+    return Status::Ok();
+  };
+  f.get = [m](const EngineConfig& c) { return std::string(ConfigName(c.*m)); };
+  return f;
+}
+
+std::vector<ConfigField> MakeFields() {
+  using C = EngineConfig;
+  return {
+      Text("model", &C::model, "GGUF model path (empty: the embedded stories260K model)"),
+      Int("threads", &C::threads, 0, "compute threads (0: one per core)"),
+      Int("max_model_len", &C::max_model_len, 0, "context length (0: the model's, at most 8192)"),
+      Bool("mlock", &C::mlock, "pin the model's weights in RAM"),
+      Int("kv_cache_memory_bytes", &C::kv_cache_memory_bytes, 0,
+          "KV pool budget in bytes (0: see memory_utilization)"),
+      Fraction("memory_utilization", &C::memory_utilization,
+               "fraction of available RAM minus the weights for the KV pool (0: automatic)"),
+      Int("block_size", &C::block_size, 1, "KV block, tokens"),
+      Dtype("kv_cache_dtype", &C::kv_cache_dtype, "KV cache dtype, K and V"),
+      Dtype("kv_cache_dtype_k", &C::kv_cache_dtype_k, "K cache dtype (auto: kv_cache_dtype)"),
+      Dtype("kv_cache_dtype_v", &C::kv_cache_dtype_v, "V cache dtype (auto: kv_cache_dtype)"),
+      Bool("kv_f16", &C::kv_f16, "kv_cache_dtype auto means f16 (false: f32)"),
+      Text("kv_scales", &C::kv_scales,
+           "FP8 scales / kvquant3 calibration: '', 'calibrate' (first batch) or a file"),
+      Bool("kv_scales_per_head", &C::kv_scales_per_head, "one FP8 scale per KV head"),
+      Int("kivi_residual_tokens", &C::kivi_residual_tokens, 0,
+          "KIVI: newest tokens kept in f16 (a multiple of 32)"),
+      Bool("kivi_eager", &C::kivi_eager, "KIVI: quantize before the step's attention"),
+      Bool("kvquant_post_rope_keys", &C::kvquant_post_rope_keys,
+           "kvquant3 ablation: quantize keys after RoPE"),
+      Bool("kv_turbo_qjl", &C::kv_turbo_qjl, "turbo3/turbo4 keys: QJL residual sketch"),
+      Int("max_num_batched_tokens", &C::max_num_batched_tokens, 1, "tokens per forward step"),
+      Int("max_num_seqs", &C::max_num_seqs, 1, "running sequences per step"),
+      Bool("chunked_prefill", &C::chunked_prefill, "split long prompts across steps"),
+      Int("long_prefill_token_threshold", &C::long_prefill_token_threshold, 0,
+          "largest prefill chunk per step (0: the token budget)"),
+      Choice("batching", &C::batching, kBatching, "continuous, or static (a baseline)"),
+      Choice("preemption_mode", &C::preemption_mode, kPreemption,
+             "what preemption does with a sequence's KV"),
+      Int("swap_space_bytes", &C::swap_space_bytes, 0, "host memory for swapped-out KV blocks"),
+      Choice("scheduling_policy", &C::scheduling_policy, kPolicies,
+             "fcfs, or priority (lower first)"),
+      Bool("contiguous_kv", &C::contiguous_kv, "contiguous reservation baseline (measurement)"),
+      Bool("enable_prefix_caching", &C::enable_prefix_caching, "reuse KV of cached prefixes"),
+      Choice("prefix_cache_mode", &C::prefix_cache_mode, kPrefixModes,
+             "hash (vLLM-style) or radix (SGLang-style)"),
+  };
+}
+
+}  // namespace
+
+Result<KvCacheDtype> ParseKvCacheDtype(std::string_view text) {
+  if (Lower(text) == "auto") return KvCacheDtype::kAuto;
+  Result<kvquant::KvDtype> d = kvquant::ParseKvDtype(text);
+  if (!d.ok())
+    return Status::InvalidArgument(StrFormat("unknown KV cache dtype '%.*s' (choose %s)",
+                                             static_cast<int>(text.size()), text.data(),
+                                             KvCacheDtypeChoices().c_str()));
+  for (size_t i = 0; i < sizeof(kStored) / sizeof(kStored[0]); ++i)
+    if (kStored[i] == *d) return static_cast<KvCacheDtype>(i + 1);
+  return Status::Internal("KV dtype table out of sync");
+}
+
+Result<BatchingMode> ParseBatchingMode(std::string_view t) {
+  return ParseName(t, "batching", kBatching);
+}
+Result<PreemptionMode> ParsePreemptionMode(std::string_view t) {
+  return ParseName(t, "preemption_mode", kPreemption);
+}
+Result<SchedulingPolicy> ParseSchedulingPolicy(std::string_view t) {
+  return ParseName(t, "scheduling_policy", kPolicies);
+}
+Result<PrefixCacheMode> ParsePrefixCacheMode(std::string_view t) {
+  return ParseName(t, "prefix_cache_mode", kPrefixModes);
+}
+
+const char* ConfigName(KvCacheDtype v) {
+  if (v == KvCacheDtype::kAuto) return "auto";
+  return kvquant::KvDtypeName(kStored[static_cast<size_t>(v) - 1]).data();
+}
+const char* ConfigName(BatchingMode v) {
+  return v == BatchingMode::kStatic ? "static" : "continuous";
+}
+const char* ConfigName(PreemptionMode v) {
+  return v == PreemptionMode::kSwap ? "swap" : "recompute";
+}
+const char* ConfigName(SchedulingPolicy v) {
+  return v == SchedulingPolicy::kPriority ? "priority" : "fcfs";
+}
+const char* ConfigName(PrefixCacheMode v) {
+  return v == PrefixCacheMode::kRadix ? "radix" : "hash";
+}
+
+std::string KvCacheDtypeChoices() { return "auto|" + kvquant::KvDtypeChoices(); }
+
+const std::vector<ConfigField>& EngineConfigFields() {
+  static const std::vector<ConfigField> fields = MakeFields();
+  return fields;
+}
+
+const ConfigField* FindConfigField(std::string_view name) {
+  for (const ConfigField& f : EngineConfigFields())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+Status SetConfigField(EngineConfig* config, std::string_view name, std::string_view text) {
+  const ConfigField* f = FindConfigField(name);
+  if (f == nullptr)
+    return Status::NotFound(StrFormat("unknown engine option '%.*s'", static_cast<int>(name.size()),
+                                      name.data()));
+  return f->set(*config, text);
+}
+
+}  // namespace kvforge

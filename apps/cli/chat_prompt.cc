@@ -6,18 +6,12 @@
 
 namespace kvforge::cli {
 
-const char kDefaultChatTemplate[] =
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
-    "+ "
-    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ "
-    "'<|im_start|>assistant\\n' }}{% endif %}";
-
 Result<std::string> RenderChatPrompt(const std::string& template_source, const std::string& system,
                                      const std::string& user, const std::string& bos,
                                      const std::string& eos) {
-  KVF_ASSIGN_OR_RETURN(
-      chat::ChatTemplate tmpl,
-      chat::ChatTemplate::Parse(template_source.empty() ? kDefaultChatTemplate : template_source));
+  KVF_ASSIGN_OR_RETURN(chat::ChatTemplate tmpl,
+                       chat::ChatTemplate::Parse(
+                           template_source.empty() ? chat::kDefaultChatTemplate : template_source));
   std::string json = "[";
   if (!system.empty()) json += "{\"role\":\"system\",\"content\":" + base::JsonQuote(system) + "},";
   json += "{\"role\":\"user\",\"content\":" + base::JsonQuote(user) + "}]";

@@ -7,10 +7,7 @@
 
 namespace kvforge::cli {
 
-// The template used when a model carries none (ChatML, the most common open format).
-extern const char kDefaultChatTemplate[];
-
-// Renders [system?, user] with `template_source` (empty: kDefaultChatTemplate), adding the
+// Renders [system?, user] with `template_source` (empty: chat::kDefaultChatTemplate), adding the
 // generation prompt. bos/eos are the vocabulary's token texts.
 Result<std::string> RenderChatPrompt(const std::string& template_source, const std::string& system,
                                      const std::string& user, const std::string& bos,

@@ -52,7 +52,7 @@ struct EngineConfig {
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   KvCacheDtype kv_cache_dtype_k = KvCacheDtype::kAuto;  // llama.cpp -ctk; kAuto: kv_cache_dtype
   KvCacheDtype kv_cache_dtype_v = KvCacheDtype::kAuto;  // llama.cpp -ctv
-  bool kv_f16 = true;  // what kAuto means: f16, or f32
+  bool kv_f16 = true;                                   // what kAuto means: f16, or f32
   // FP8 scales / kvquant3 calibration: "" (FP8: 1.0; kvquant3: the built-in calibration text),
   // "calibrate" (the first batch; vLLM's calculate_kv_scales) or a file from SaveKvScales.
   std::string kv_scales;

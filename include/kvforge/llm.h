@@ -116,12 +116,12 @@ class AsyncEngine {
   std::string Detokenize(const std::vector<int32_t>& ids) const;
   int64_t max_model_len() const;
   // Model facts for front ends (the HTTP server), fixed at Create; callable from any thread.
-  std::string model_name() const;     // GGUF general.name; empty when the file has none
-  std::string chat_template() const;  // GGUF tokenizer.chat_template (Jinja2); empty when absent
-  std::string bos_text() const;       // the BOS token's text; empty when the vocabulary has none
-  std::string eos_text() const;       // the EOS token's text; empty when the vocabulary has none
-  int64_t vocab_size() const;         // valid token ids are 0 .. vocab_size() - 1
-  const EngineConfig& config() const;    // the configuration the engine was created with
+  std::string model_name() const;      // GGUF general.name; empty when the file has none
+  std::string chat_template() const;   // GGUF tokenizer.chat_template (Jinja2); empty when absent
+  std::string bos_text() const;        // the BOS token's text; empty when the vocabulary has none
+  std::string eos_text() const;        // the EOS token's text; empty when the vocabulary has none
+  int64_t vocab_size() const;          // valid token ids are 0 .. vocab_size() - 1
+  const EngineConfig& config() const;  // the configuration the engine was created with
 
  private:
   struct Impl;

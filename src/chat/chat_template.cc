@@ -9,6 +9,13 @@
 #include "chat/parser.h"
 
 namespace kvforge::chat {
+
+const char kDefaultChatTemplate[] =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ "
+    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' }}{% endif %}";
+
 namespace {
 
 // Days from 1970-01-01 to a civil date (proleptic Gregorian).

@@ -46,6 +46,9 @@ struct ChatInputs {
   std::optional<std::tm> now;
 };
 
+// The template used when the model carries none and none is given: ChatML.
+extern const char kDefaultChatTemplate[];
+
 class ChatTemplate {
  public:
   static Result<ChatTemplate> Parse(std::string_view source, const Limits& limits = {});

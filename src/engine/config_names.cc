@@ -1,3 +1,5 @@
+#include "kvforge/config_names.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -5,7 +7,6 @@
 #include <limits>
 
 #include "base/strings.h"
-#include "kvforge/config_names.h"
 #include "kvquant/kv_dtype.h"
 
 namespace kvforge {
@@ -15,13 +16,12 @@ using base::StrFormat;
 
 // Public KvCacheDtype (kAuto first) <-> kvquant's dtype, in the same order.
 constexpr kvquant::KvDtype kStored[] = {
-    kvquant::KvDtype::kF32,     kvquant::KvDtype::kF16,     kvquant::KvDtype::kBf16,
-    kvquant::KvDtype::kFp8E4M3, kvquant::KvDtype::kFp8E5M2, kvquant::KvDtype::kInt8,
-    kvquant::KvDtype::kQ8_0,    kvquant::KvDtype::kQ4_0,    kvquant::KvDtype::kKivi2,
+    kvquant::KvDtype::kF32,     kvquant::KvDtype::kF16,      kvquant::KvDtype::kBf16,
+    kvquant::KvDtype::kFp8E4M3, kvquant::KvDtype::kFp8E5M2,  kvquant::KvDtype::kInt8,
+    kvquant::KvDtype::kQ8_0,    kvquant::KvDtype::kQ4_0,     kvquant::KvDtype::kKivi2,
     kvquant::KvDtype::kKivi4,   kvquant::KvDtype::kKvQuant3, kvquant::KvDtype::kTurbo3,
     kvquant::KvDtype::kTurbo4};
-static_assert(sizeof(kStored) / sizeof(kStored[0]) ==
-              static_cast<size_t>(KvCacheDtype::kTurbo4));
+static_assert(sizeof(kStored) / sizeof(kStored[0]) == static_cast<size_t>(KvCacheDtype::kTurbo4));
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -38,9 +38,8 @@ Result<E> ParseName(std::string_view text, const char* what, const E (&values)[N
     if (t == ConfigName(v)) return v;
     names += std::string(names.empty() ? "" : ", ") + ConfigName(v);
   }
-  return Status::InvalidArgument(StrFormat("%s must be one of %s (got '%.*s')", what,
-                                           names.c_str(), static_cast<int>(text.size()),
-                                           text.data()));
+  return Status::InvalidArgument(StrFormat("%s must be one of %s (got '%.*s')", what, names.c_str(),
+                                           static_cast<int>(text.size()), text.data()));
 }
 
 constexpr BatchingMode kBatching[] = {BatchingMode::kContinuous, BatchingMode::kStatic};
@@ -75,8 +74,9 @@ ConfigField Bool(const char* name, bool EngineConfig::*m, const char* help) {
 // Integers of any width, range-checked; `min` is the smallest accepted value.
 template <typename T>
 ConfigField Int(const char* name, T EngineConfig::*m, long long min, const char* help) {
-  ConfigField f{name, std::is_unsigned_v<T> ? ConfigFieldKind::kUint : ConfigFieldKind::kInt,
-                help, {}, nullptr, nullptr};
+  ConfigField f{name,    std::is_unsigned_v<T> ? ConfigFieldKind::kUint : ConfigFieldKind::kInt,
+                help,    {},
+                nullptr, nullptr};
   f.set = [m, min, n = f.name](EngineConfig& c, std::string_view t) {
     const std::string s(t);
     char* end = nullptr;
@@ -256,8 +256,8 @@ const ConfigField* FindConfigField(std::string_view name) {
 Status SetConfigField(EngineConfig* config, std::string_view name, std::string_view text) {
   const ConfigField* f = FindConfigField(name);
   if (f == nullptr)
-    return Status::NotFound(StrFormat("unknown engine option '%.*s'", static_cast<int>(name.size()),
-                                      name.data()));
+    return Status::NotFound(
+        StrFormat("unknown engine option '%.*s'", static_cast<int>(name.size()), name.data()));
   return f->set(*config, text);
 }
 

@@ -68,7 +68,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& options) {
     return Status::InvalidArgument("threads must be 0..1024");
   if (options.block_size <= 0 || options.block_size > 4096)
     return Status::InvalidArgument("kv block size must be 1..4096 tokens");
-  if (options.max_num_batched_tokens <= 0) return Status::InvalidArgument("prefill chunk must be positive");
+  if (options.max_num_batched_tokens <= 0)
+    return Status::InvalidArgument("prefill chunk must be positive");
   if (options.max_model_len < 0) return Status::InvalidArgument("max context must be >= 0");
   if (options.model.empty()) {
     KVF_ASSIGN_OR_RETURN(impl->model, model::Model::LoadFromMemory(assets::DefaultModelData(),
@@ -86,8 +87,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& options) {
                                    ": the tokenizer has more tokens than the embedding");
   impl->max_ctx =
       options.max_model_len > 0 ? options.max_model_len : std::min<int64_t>(c.n_ctx_train, 8192);
-  KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc,
-                       engine::MakeKvCacheConfig(c, options));
+  KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc, engine::MakeKvCacheConfig(c, options));
   uint64_t weight_bytes = 0;
   for (const auto& t : impl->model->file().tensors()) weight_bytes += t.nbytes;
   KVF_ASSIGN_OR_RETURN(const uint64_t per_block, engine::KvBlockBytes(kc));

@@ -1,7 +1,5 @@
 #include "engine/engine_core.h"
 
-#include "kvforge/config_names.h"
-
 #include <algorithm>
 #include <cmath>
 
@@ -13,6 +11,7 @@
 #include "engine/kv_calibrate.h"
 #include "engine/kv_options.h"
 #include "gguf/gguf_reader.h"
+#include "kvforge/config_names.h"
 
 namespace kvforge {
 
@@ -64,8 +63,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
         StrFormat("without chunked prefill max_num_batched_tokens (%lld) must be at "
                   "least max_model_len (%lld)",
                   (long long)c.max_num_batched_tokens, (long long)e->max_len_));
-  KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc,
-                       engine::MakeKvCacheConfig(mc, c));
+  KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc, engine::MakeKvCacheConfig(mc, c));
   KVF_ASSIGN_OR_RETURN(const uint64_t per_block, engine::KvBlockBytes(kc));
   uint64_t weight_bytes = 0;
   for (const auto& t : e->model_->file().tensors()) weight_bytes += t.nbytes;
@@ -83,13 +81,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
                        engine::KvBlocksForBudget(c.kv_cache_memory_bytes, c.memory_utilization,
                                                  per_block, weight_bytes, default_blocks));
   kc.prefix_caching = c.enable_prefix_caching && !c.contiguous_kv;
-  kc.prefix_mode = c.prefix_cache_mode == PrefixCacheMode::kRadix
-                       ? kvmeta::PrefixCacheMode::kRadix
-                       : kvmeta::PrefixCacheMode::kHash;
+  kc.prefix_mode = c.prefix_cache_mode == PrefixCacheMode::kRadix ? kvmeta::PrefixCacheMode::kRadix
+                                                                  : kvmeta::PrefixCacheMode::kHash;
   KVF_ASSIGN_OR_RETURN(e->cache_, kvstore::PagedKvCache::Create(kc));
-  const int64_t swap_blocks =
-      c.preemption_mode == PreemptionMode::kSwap ? static_cast<int64_t>(c.swap_space_bytes / per_block)
-                                                 : 0;
+  const int64_t swap_blocks = c.preemption_mode == PreemptionMode::kSwap
+                                  ? static_cast<int64_t>(c.swap_space_bytes / per_block)
+                                  : 0;
   EngineCore* self = e.get();
   e->space_ = std::make_unique<engine::EngineKvSpace>(
       e->cache_.get(), swap_blocks, [self](int64_t seq) -> engine::SeqTokens {

@@ -2,8 +2,6 @@
 // thread, requests submitted from any thread) over EngineCore.
 #include "kvforge/llm.h"
 
-#include "engine/llm_internal.h"
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -15,6 +13,7 @@
 #include "assets/default_model.h"
 #include "base/log.h"
 #include "engine/engine_core.h"
+#include "engine/llm_internal.h"
 #include "gguf/gguf_reader.h"
 
 namespace kvforge {

@@ -29,12 +29,6 @@
 
 namespace kvforge::server {
 
-const char kDefaultChatTemplate[] =
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
-    "+ "
-    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ "
-    "'<|im_start|>assistant\\n' }}{% endif %}";
-
 namespace {
 
 using base::StrFormat;
@@ -664,7 +658,7 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
   const std::string model_template = engine->chat_template();
   const std::string source = !options.chat_template.empty() ? options.chat_template
                              : !model_template.empty()      ? model_template
-                                                            : std::string(kDefaultChatTemplate);
+                                                       : std::string(chat::kDefaultChatTemplate);
   auto tmpl = chat::ChatTemplate::Parse(source);
   if (!tmpl.ok()) return tmpl.error().WithContext("chat template");
   st->tmpl.emplace(std::move(*tmpl));

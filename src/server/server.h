@@ -30,16 +30,13 @@
 
 namespace kvforge::server {
 
-// The template used when the model carries none and no --chat-template is given: ChatML.
-extern const char kDefaultChatTemplate[];
-
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                // 0: ephemeral (read port() after Start)
   std::string api_key;            // non-empty: required as "Authorization: Bearer KEY"
   std::string served_model_name;  // the id in /v1/models and "model"; empty: "kvforge"
   std::string chat_template;      // template source overriding the model's; empty: the model's,
-                                  // else kDefaultChatTemplate
+                                  // else chat::kDefaultChatTemplate
   size_t max_body_bytes = 4u << 20;
   int64_t max_queue = 128;         // sequences that may wait beyond the engine's max_num_seqs
   int http_threads = 0;            // 0: max_num_seqs + max_queue + 16, within [16, 1024]

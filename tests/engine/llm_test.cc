@@ -3,8 +3,6 @@
 // parallel sampling and beam search on shared blocks, the async API, aborts and bad requests.
 #include "kvforge/llm.h"
 
-#include "kvforge/config_names.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,6 +13,7 @@
 #include <thread>
 
 #include "engine/llm_internal.h"
+#include "kvforge/config_names.h"
 #include "support/test_paths.h"
 
 namespace kvforge {

@@ -180,8 +180,8 @@ TEST(PrefixCacheEngine, QuantizedKvBlocksAreSharedToo) {
   // part of each sequence outside its blocks, so the engine turns prefix caching off for it.
   const Prompts prompts = SharedPrefixPrompts();
   // Turbo rows are per token and deterministic (fixed rotation and sketch), so they share too.
-  for (const std::string dtype : {"q8_0", "int8", "fp8_e4m3", "turbo3", "turbo4", "turbo4+qjl",
-                                  "kvquant3"}) {
+  for (const std::string dtype :
+       {"q8_0", "int8", "fp8_e4m3", "turbo3", "turbo4", "turbo4+qjl", "kvquant3"}) {
     SCOPED_TRACE(dtype);
     const bool qjl = dtype == "turbo4+qjl";
     EngineConfig off = Base("off");

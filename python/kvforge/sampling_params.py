@@ -1,0 +1,116 @@
+"""SamplingParams with vLLM's names and defaults (vllm.SamplingParams)."""
+from typing import List, Optional, Union
+
+from . import _kvforge
+
+_RANDOM_SEED = 0xFFFFFFFF  # the engine picks a seed
+
+
+def _check_type(name, value, types, what):
+    if isinstance(value, bool) and bool not in types:
+        raise TypeError(f"SamplingParams.{name} must be {what}, not bool")
+    if not isinstance(value, types):
+        raise TypeError(f"SamplingParams.{name} must be {what}, not {type(value).__name__}")
+
+
+class SamplingParams:
+    """How to sample a request's tokens. Defaults are vLLM's (temperature 1.0, top_p 1.0, top_k
+    disabled, max_tokens 16, penalties over the whole sequence); out-of-range values raise
+    ValueError with the engine's message, wrong types TypeError.
+
+    kvforge extensions: ``beam_width`` / ``length_penalty`` (beam search on shared KV blocks),
+    ``cache_salt`` (prefix-cache isolation), ``penalty_last_n`` (-1: the whole sequence).
+    """
+
+    def __init__(self, n: int = 1, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                 repetition_penalty: float = 1.0, temperature: float = 1.0, top_p: float = 1.0,
+                 top_k: int = 0, min_p: float = 0.0, seed: Optional[int] = None,
+                 stop: Optional[Union[str, List[str]]] = None,
+                 stop_token_ids: Optional[List[int]] = None, ignore_eos: bool = False,
+                 max_tokens: Optional[int] = 16, logprobs: Optional[int] = None,
+                 skip_special_tokens: bool = True, beam_width: int = 0,
+                 length_penalty: float = 1.0, cache_salt: Optional[str] = None,
+                 penalty_last_n: int = -1):
+        _check_type("n", n, (int,), "an int")
+        for name, value in (("presence_penalty", presence_penalty),
+                            ("frequency_penalty", frequency_penalty),
+                            ("repetition_penalty", repetition_penalty),
+                            ("temperature", temperature), ("top_p", top_p), ("min_p", min_p),
+                            ("length_penalty", length_penalty)):
+            _check_type(name, value, (int, float), "a number")
+        _check_type("top_k", top_k, (int,), "an int")
+        _check_type("ignore_eos", ignore_eos, (bool,), "a bool")
+        _check_type("skip_special_tokens", skip_special_tokens, (bool,), "a bool")
+        _check_type("beam_width", beam_width, (int,), "an int")
+        _check_type("penalty_last_n", penalty_last_n, (int,), "an int")
+        if seed is not None:
+            _check_type("seed", seed, (int,), "an int or None")
+            if not 0 <= seed < _RANDOM_SEED:
+                raise ValueError(f"seed must be in [0, {_RANDOM_SEED}) (got {seed})")
+        if max_tokens is not None:
+            _check_type("max_tokens", max_tokens, (int,), "an int or None")
+        if logprobs is not None:
+            _check_type("logprobs", logprobs, (int,), "an int or None")
+            if logprobs < 0:
+                raise ValueError(f"logprobs must be >= 0 (got {logprobs})")
+        if isinstance(stop, str):
+            stop = [stop]
+        stop = list(stop or [])
+        for s in stop:
+            _check_type("stop", s, (str,), "a string or a list of strings")
+        stop_token_ids = list(stop_token_ids or [])
+        for t in stop_token_ids:
+            _check_type("stop_token_ids", t, (int,), "a list of ints")
+        if cache_salt is not None:
+            _check_type("cache_salt", cache_salt, (str,), "a string or None")
+        self.n = n
+        self.presence_penalty = float(presence_penalty)
+        self.frequency_penalty = float(frequency_penalty)
+        self.repetition_penalty = float(repetition_penalty)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.top_k = top_k
+        self.min_p = float(min_p)
+        self.seed = seed
+        self.stop = stop
+        self.stop_token_ids = stop_token_ids
+        self.ignore_eos = ignore_eos
+        self.max_tokens = max_tokens
+        self.logprobs = logprobs
+        self.skip_special_tokens = skip_special_tokens
+        self.beam_width = beam_width
+        self.length_penalty = float(length_penalty)
+        self.cache_salt = cache_salt
+        self.penalty_last_n = penalty_last_n
+        # The engine's own checks, with its messages (ValueError).
+        _kvforge.check_sampling_params(self._to_engine(max_tokens or 16, None))
+
+    def _to_engine(self, default_max_tokens: int, seed: Optional[int]) -> dict:
+        """The engine's field names and conventions. ``default_max_tokens`` stands in for
+        max_tokens=None (vLLM: the rest of the context); ``seed`` for seed=None."""
+        chosen_seed = self.seed if self.seed is not None else seed
+        return {
+            "n": self.n,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "repetition_penalty": self.repetition_penalty,
+            "penalty_last_n": self.penalty_last_n,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "min_p": self.min_p,
+            "seed": _RANDOM_SEED if chosen_seed is None else chosen_seed,
+            "stop": self.stop,
+            "stop_token_ids": self.stop_token_ids,
+            "ignore_eos": self.ignore_eos,
+            "max_tokens": self.max_tokens if self.max_tokens is not None else default_max_tokens,
+            # logprobs=0 in vLLM: only the chosen token's; the engine reports one alternative.
+            "logprobs": 0 if self.logprobs is None else max(1, self.logprobs),
+            "beam_width": self.beam_width,
+            "length_penalty": self.length_penalty,
+            "cache_salt": self.cache_salt or "",
+        }
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"SamplingParams({fields})"

@@ -55,25 +55,44 @@ SamplingParams ToSamplingParams(const py::dict& d) {
   SamplingParams p;
   for (const auto& [key_obj, value] : d) {
     const std::string key = py::cast<std::string>(key_obj);
-    if (key == "temperature") p.temperature = py::cast<float>(value);
-    else if (key == "top_k") p.top_k = py::cast<int32_t>(value);
-    else if (key == "top_p") p.top_p = py::cast<float>(value);
-    else if (key == "min_p") p.min_p = py::cast<float>(value);
-    else if (key == "repetition_penalty") p.repetition_penalty = py::cast<float>(value);
-    else if (key == "presence_penalty") p.presence_penalty = py::cast<float>(value);
-    else if (key == "frequency_penalty") p.frequency_penalty = py::cast<float>(value);
-    else if (key == "penalty_last_n") p.penalty_last_n = py::cast<int32_t>(value);
-    else if (key == "seed") p.seed = py::cast<uint64_t>(value);
-    else if (key == "max_tokens") p.max_tokens = py::cast<int32_t>(value);
-    else if (key == "ignore_eos") p.ignore_eos = py::cast<bool>(value);
-    else if (key == "stop") p.stop = py::cast<std::vector<std::string>>(value);
-    else if (key == "stop_token_ids") p.stop_token_ids = py::cast<std::vector<int32_t>>(value);
-    else if (key == "logprobs") p.logprobs = py::cast<int32_t>(value);
-    else if (key == "n") p.n = py::cast<int32_t>(value);
-    else if (key == "beam_width") p.beam_width = py::cast<int32_t>(value);
-    else if (key == "length_penalty") p.length_penalty = py::cast<float>(value);
-    else if (key == "cache_salt") p.cache_salt = py::cast<std::string>(value);
-    else throw py::type_error("unknown sampling parameter '" + key + "'");
+    if (key == "temperature")
+      p.temperature = py::cast<float>(value);
+    else if (key == "top_k")
+      p.top_k = py::cast<int32_t>(value);
+    else if (key == "top_p")
+      p.top_p = py::cast<float>(value);
+    else if (key == "min_p")
+      p.min_p = py::cast<float>(value);
+    else if (key == "repetition_penalty")
+      p.repetition_penalty = py::cast<float>(value);
+    else if (key == "presence_penalty")
+      p.presence_penalty = py::cast<float>(value);
+    else if (key == "frequency_penalty")
+      p.frequency_penalty = py::cast<float>(value);
+    else if (key == "penalty_last_n")
+      p.penalty_last_n = py::cast<int32_t>(value);
+    else if (key == "seed")
+      p.seed = py::cast<uint64_t>(value);
+    else if (key == "max_tokens")
+      p.max_tokens = py::cast<int32_t>(value);
+    else if (key == "ignore_eos")
+      p.ignore_eos = py::cast<bool>(value);
+    else if (key == "stop")
+      p.stop = py::cast<std::vector<std::string>>(value);
+    else if (key == "stop_token_ids")
+      p.stop_token_ids = py::cast<std::vector<int32_t>>(value);
+    else if (key == "logprobs")
+      p.logprobs = py::cast<int32_t>(value);
+    else if (key == "n")
+      p.n = py::cast<int32_t>(value);
+    else if (key == "beam_width")
+      p.beam_width = py::cast<int32_t>(value);
+    else if (key == "length_penalty")
+      p.length_penalty = py::cast<float>(value);
+    else if (key == "cache_salt")
+      p.cache_salt = py::cast<std::string>(value);
+    else
+      throw py::type_error("unknown sampling parameter '" + key + "'");
   }
   if (Status s = p.Validate(); !s.ok()) Raise(s);
   return p;
@@ -91,8 +110,8 @@ py::dict ToDict(const RequestOutput& o) {
     out["index"] = c.index;
     out["text"] = py::bytes(c.text);  // decoded (with errors="replace") on the Python side
     out["token_ids"] = c.token_ids;
-    out["finish_reason"] = c.finish_reason.empty() ? py::object(py::none())
-                                                   : py::object(py::str(c.finish_reason));
+    out["finish_reason"] =
+        c.finish_reason.empty() ? py::object(py::none()) : py::object(py::str(c.finish_reason));
     out["cumulative_logprob"] = c.cumulative_logprob;
     out["token_logprobs"] = c.token_logprobs;
     out["top_logprobs"] = c.top_logprobs;
@@ -173,6 +192,25 @@ class Engine {
     }();
     if (!id.ok()) Raise(id.error());
     return *id;
+  }
+
+  // All of `prompts` at once (generate): only final outputs are queued.
+  std::vector<int64_t> SubmitBatch(std::vector<std::vector<int32_t>> prompts,
+                                   const std::vector<py::dict>& params) {
+    Live();
+    if (params.size() != prompts.size())
+      throw py::value_error("one sampling params dict per prompt");
+    std::vector<SamplingParams> ps;
+    for (const py::dict& d : params) ps.push_back(ToSamplingParams(d));
+    std::vector<OutputCallback> cbs(prompts.size(), [this](const RequestOutput& o) {
+      if (o.finished) Push(o);
+    });
+    Result<std::vector<int64_t>> ids = [&] {
+      py::gil_scoped_release release;
+      return engine_->SubmitBatch(std::move(prompts), ps, std::move(cbs));
+    }();
+    if (!ids.ok()) Raise(ids.error());
+    return *ids;
   }
 
   void Abort(int64_t id) {
@@ -312,8 +350,8 @@ std::string Calc(const std::string& preset, int64_t layers, int64_t heads, int64
   if (!preset.empty()) {
     const kvstore::KvModelSpec* spec = kvstore::FindKvPreset(preset);
     if (spec == nullptr)
-      Raise(Status::InvalidArgument("unknown preset '" + preset +
-                                    "' (choose from " + kvstore::KvPresetNames() + ")"));
+      Raise(Status::InvalidArgument("unknown preset '" + preset + "' (choose from " +
+                                    kvstore::KvPresetNames() + ")"));
     req.model = *spec;
   } else {
     req.model.name = "custom";
@@ -362,6 +400,7 @@ PYBIND11_MODULE(_kvforge, m) {
       .def(py::init<const std::map<std::string, std::string>&>(), py::arg("options"))
       .def("submit", &Engine::Submit, py::arg("prompt_token_ids"), py::arg("params"),
            py::arg("stream"))
+      .def("submit_batch", &Engine::SubmitBatch, py::arg("prompts"), py::arg("params"))
       .def("abort", &Engine::Abort, py::arg("request_id"))
       .def("wait", &Engine::Wait, py::arg("request_ids"), py::arg("timeout_s"))
       .def("tokenize", &Engine::Tokenize, py::arg("text"), py::arg("add_special"),
@@ -373,8 +412,9 @@ PYBIND11_MODULE(_kvforge, m) {
       .def("info", &Engine::Info)
       .def("close", &Engine::Close);
   m.def("config_fields", &kvforge::python::ConfigFields);
-  m.def("check_sampling_params",
-        [](const py::dict& d) { (void)kvforge::python::ToSamplingParams(d); }, py::arg("params"));
+  m.def(
+      "check_sampling_params",
+      [](const py::dict& d) { (void)kvforge::python::ToSamplingParams(d); }, py::arg("params"));
   m.def("kv_cache_dtypes", [] {
     std::vector<std::string> names;
     for (int i = 0; i <= static_cast<int>(kvforge::KvCacheDtype::kTurbo4); ++i)

@@ -10,6 +10,7 @@ PACKAGES=(
   gnuplot-nox
   libpcre2-dev
   clang libclang-rt-14-dev
+  python3-dev pybind11-dev python3-pytest
 )
 
 SUDO=""

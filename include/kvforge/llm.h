@@ -108,6 +108,12 @@ class AsyncEngine {
                          OutputCallback cb, int32_t priority = 0);
   Result<int64_t> SubmitText(const std::string& prompt, const SamplingParams& params,
                              OutputCallback cb, int32_t priority = 0);
+  // Queues several requests at once (all validated first: one bad request queues none), so the
+  // engine schedules them together from its next step, as LLM::generate does. Returns the ids
+  // in order; `callbacks` has one entry per prompt.
+  Result<std::vector<int64_t>> SubmitBatch(std::vector<std::vector<int32_t>> prompts,
+                                           const std::vector<SamplingParams>& params,
+                                           std::vector<OutputCallback> callbacks);
   // Stops a request in any state and frees its blocks; its callback gets a final "abort" output.
   void Abort(int64_t request_id);
   EngineStats Stats() const;

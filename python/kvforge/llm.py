@@ -283,6 +283,14 @@ class LLM:
         raise TypeError("sampling_params must be a SamplingParams or a list of them")
 
     def _submit_all(self, items, params, stream: bool) -> List[int]:
+        if not stream:  # one batch: the engine schedules them together (all or nothing)
+            requests = []
+            for (_, tokens), p in zip(items, params):
+                seed = None if self._seed is None else self._seed + self._next_request
+                self._next_request += 1
+                rest = max(1, self.max_model_len - len(tokens))
+                requests.append(p._to_engine(rest, seed))
+            return self._engine.submit_batch([tokens for _, tokens in items], requests)
         ids = []
         try:
             for (_, tokens), p in zip(items, params):

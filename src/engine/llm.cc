@@ -185,6 +185,27 @@ Result<int64_t> AsyncEngine::Submit(std::vector<int32_t> prompt, const SamplingP
   return id;
 }
 
+Result<std::vector<int64_t>> AsyncEngine::SubmitBatch(std::vector<std::vector<int32_t>> prompts,
+                                                      const std::vector<SamplingParams>& params,
+                                                      std::vector<OutputCallback> callbacks) {
+  if (params.size() != prompts.size() || callbacks.size() != prompts.size())
+    return Status::InvalidArgument("SubmitBatch: one SamplingParams and callback per prompt");
+  for (size_t i = 0; i < prompts.size(); ++i)
+    KVF_RETURN_IF_ERROR(impl_->core->ValidateRequest(prompts[i], params[i]));
+  std::vector<int64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stop) return Status::Unavailable("the engine is shutting down");
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ids.push_back(impl_->next_id.fetch_add(1));
+      impl_->inbox.push_back(
+          {ids.back(), std::move(prompts[i]), params[i], std::move(callbacks[i]), 0});
+    }
+  }
+  impl_->cv.notify_all();
+  return ids;
+}
+
 Result<int64_t> AsyncEngine::SubmitText(const std::string& prompt, const SamplingParams& params,
                                         OutputCallback cb, int32_t priority) {
   return Submit(impl_->core->tokenizer().Encode(prompt, true, false), params, std::move(cb),

@@ -178,7 +178,9 @@ int ThroughputMain(const Args& args) {
   p.AddInt("max-model-len", &max_len, "context length (0 = model's, capped at 8192)");
   p.AddString("kv-cache-memory", &kv_mem,
               "KV pool budget, e.g. 512MiB (default: max-num-seqs/4 contexts)");
+  p.AddAlias("kv-cache-memory-bytes", "kv-cache-memory");
   p.AddString("preemption", &preempt, "recompute | swap");
+  p.AddAlias("preemption-mode", "preemption");
   p.AddBool("contiguous-kv", &contiguous, "baseline: reserve max-model-len slots per sequence");
   p.AddBool("json", &json, "print a JSON summary");
   p.AddString("plot", &plot, "draw the results to FILE.png or FILE.svg with gnuplot");

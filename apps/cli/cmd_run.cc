@@ -112,6 +112,7 @@ int RunMain(const Args& args) {
   p.AddString("prompts-file", &prompts_file,
               "run every line of FILE as a request, concurrently (JSON per line with --json)");
   p.AddString("kv-cache-memory", &kv_mem, "KV pool budget for --prompts-file, e.g. 512MiB");
+  p.AddAlias("kv-cache-memory-bytes", "kv-cache-memory");
   p.AddInt("block-size", &block_size, "KV block tokens");
   p.AddString("prefix-cache", &prefix_cache, "off | hash | radix (--prompts-file)");
   p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step (--prompts-file)");

@@ -57,6 +57,7 @@ int ServeMain(const Args& args) {
               "require 'Authorization: Bearer KEY' (not for /health and /metrics)");
   p.AddInt("max-model-len", &max_model_len, "context length (0: the model's, at most 8192)");
   p.AddSize("kv-cache-memory", &kv_mem, "KV pool budget, e.g. 512MiB (0: automatic)");
+  p.AddAlias("kv-cache-memory-bytes", "kv-cache-memory");
   p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step");
   p.AddInt("max-num-batched-tokens", &max_batched, "tokens per forward step");
   p.AddInt("block-size", &block_size, "KV block tokens");
@@ -64,6 +65,7 @@ int ServeMain(const Args& args) {
            "largest prefill chunk per step (0: the token budget); bounds streaming ITL");
   p.AddInt("threads", &threads, "compute threads (0: one per core)");
   p.AddString("preemption", &preemption, "recompute | swap");
+  p.AddAlias("preemption-mode", "preemption");
   p.AddBool("mlock", &mlock, "pin the model's weights in RAM");
   p.AddString("prefix-cache", &prefix_cache,
               "off | hash (vLLM-style block hashes) | radix (SGLang-style radix tree)");

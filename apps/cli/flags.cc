@@ -79,9 +79,15 @@ bool FlagParser::Given(const std::string& name) const {
   return false;
 }
 
+void FlagParser::AddAlias(const std::string& alias, const std::string& name) {
+  aliases_.emplace_back(alias, name);
+}
+
 FlagParser::Flag* FlagParser::Find(const std::string& name) {
   for (auto& f : flags_)
     if (f.name == name) return &f;
+  for (const auto& [alias, target] : aliases_)
+    if (alias == name) return Find(target);
   return nullptr;
 }
 
@@ -134,6 +140,11 @@ std::string FlagParser::Usage() const {
     else if (!f.default_text.empty() && f.default_text != "0" && f.kind != "bool")
       out += " [default: " + f.default_text + "]";
     out += "\n";
+  }
+  for (const auto& [alias, target] : aliases_) {
+    std::string left = "  --" + alias;
+    if (left.size() < 28) left.resize(28, ' ');
+    out += left + " the same as --" + target + "\n";
   }
   out += "  --help                     show this help\n";
   return out;

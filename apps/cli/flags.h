@@ -22,6 +22,9 @@ class FlagParser {
   void AddBool(const std::string& name, bool* dst, const std::string& help);
   // Byte sizes such as 2GiB, 512MiB, 1000000.
   void AddSize(const std::string& name, uint64_t* dst, const std::string& help);
+  // `--alias` sets the same value as `--name` (an engine option's own name, e.g.
+  // --kv-cache-dtype for --kv-dtype: EngineConfig's field with '-' for '_').
+  void AddAlias(const std::string& alias, const std::string& name);
   // Marks a flag as required (checked after parsing unless --help).
   void Require(const std::string& name);
   // Records whether a flag was given at all.
@@ -45,6 +48,7 @@ class FlagParser {
   std::string command_;
   std::string summary_;
   std::vector<Flag> flags_;
+  std::vector<std::pair<std::string, std::string>> aliases_;  // alias -> flag name
   bool help_requested_ = false;
 };
 

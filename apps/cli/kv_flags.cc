@@ -9,6 +9,9 @@ void AddKvFlags(FlagParser& p, KvFlags* f) {
               "KV cache dtype: " + KvCacheDtypeChoices() + " (auto = f16, f32 with --kv-f32)");
   p.AddString("kv-dtype-k", &f->k_dtype, "K cache dtype (default: --kv-dtype)");
   p.AddString("kv-dtype-v", &f->v_dtype, "V cache dtype (default: --kv-dtype)");
+  p.AddAlias("kv-cache-dtype", "kv-dtype");  // EngineConfig's (and vLLM's) names
+  p.AddAlias("kv-cache-dtype-k", "kv-dtype-k");
+  p.AddAlias("kv-cache-dtype-v", "kv-dtype-v");
   p.AddString(
       "kv-scales", &f->scales,
       "FP8 KV scales: 'calibrate' (amax of the first batch) or a scales file (default 1.0); "

@@ -145,6 +145,12 @@ contains "run q8_0 text" "$TMP/out" "Once upon a time, there was a little girl n
 contains "run q8_0 log line" "$TMP/err" "KV cache: q8_0, 340 B/token incl. scales"
 check "run split kv dtypes" 0 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-dtype-k kivi4 --kv-dtype-v int8
 contains "run split log line" "$TMP/err" "KV cache: k=kivi4,v=int8"
+# Engine options by their EngineConfig names (as in C++ and Python).
+check "run kv-cache-dtype alias" 0 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-cache-dtype q8_0 --kv-cache-dtype-v=int8
+contains "alias sets the dtypes" "$TMP/err" "KV cache: k=q8_0,v=int8"
+check "bench preemption-mode alias" 0 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --preemption-mode swap --kv-cache-memory-bytes 4MiB --no-progress
+check "serve help lists aliases" 0 "$KVF" serve --help
+contains "serve help alias" "$TMP/out" "the same as --kv-dtype"
 check "run bad kv dtype" 2 "$KVF" run --prompt "Hi" --kv-dtype q9_9
 contains "bad kv dtype message" "$TMP/err" "unknown KV cache dtype 'q9_9'"
 check "ppl q4_0 kv" 0 "$KVF" eval ppl --text "$SHARED/models/tinystories-val-head.txt" --ctx 128 --chunks 2 --kv-dtype q4_0 --json

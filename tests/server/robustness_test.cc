@@ -167,8 +167,8 @@ TEST_F(RobustnessTest, OversizedBodyIs413) {
   EXPECT_EQ(Get(url(), "/health").status, 200);
 }
 
-// Raw HTTP over a socket: what an HTTP library would not send.
-std::string RawExchange(int port, const std::string& request) {
+// A TCP connection to 127.0.0.1:port, or -1.
+int ConnectLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -176,8 +176,15 @@ std::string RawExchange(int port, const std::string& request) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
-    return "";
+    return -1;
   }
+  return fd;
+}
+
+// Raw HTTP over a socket: what an HTTP library would not send.
+std::string RawExchange(int port, const std::string& request) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return "";
   timeval tv{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   for (size_t off = 0; off < request.size();) {
@@ -247,15 +254,8 @@ TEST_F(RobustnessTest, DisconnectMidStreamAbortsAndFreesTheBlocks) {
 
 // Sends a non-streaming request over a raw socket and returns the open socket (-1 on failure).
 int SendWithoutReading(int port, const std::string& body) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return -1;
   const std::string req =
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
       "application/json\r\nContent-Length: " +

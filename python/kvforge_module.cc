@@ -180,15 +180,13 @@ class Engine {
     engine_.reset();
   }
 
-  // `stream`: queue every step's output; otherwise only the final one (what generate needs).
-  int64_t Submit(const std::vector<int32_t>& prompt, const py::dict& params, bool stream) {
+  // One streamed request: every step's output is queued (generate uses SubmitBatch).
+  int64_t Submit(const std::vector<int32_t>& prompt, const py::dict& params) {
     Live();
     const SamplingParams p = ToSamplingParams(params);
     Result<int64_t> id = [&] {
       py::gil_scoped_release release;
-      return engine_->Submit(prompt, p, [this, stream](const RequestOutput& o) {
-        if (stream || o.finished) Push(o);
-      });
+      return engine_->Submit(prompt, p, [this](const RequestOutput& o) { Push(o); });
     }();
     if (!id.ok()) Raise(id.error());
     return *id;
@@ -398,8 +396,7 @@ PYBIND11_MODULE(_kvforge, m) {
   m.doc() = "kvforge engine binding (use the classes in the kvforge package)";
   py::class_<Engine>(m, "Engine")
       .def(py::init<const std::map<std::string, std::string>&>(), py::arg("options"))
-      .def("submit", &Engine::Submit, py::arg("prompt_token_ids"), py::arg("params"),
-           py::arg("stream"))
+      .def("submit", &Engine::Submit, py::arg("prompt_token_ids"), py::arg("params"))
       .def("submit_batch", &Engine::SubmitBatch, py::arg("prompts"), py::arg("params"))
       .def("abort", &Engine::Abort, py::arg("request_id"))
       .def("wait", &Engine::Wait, py::arg("request_ids"), py::arg("timeout_s"))
@@ -415,12 +412,6 @@ PYBIND11_MODULE(_kvforge, m) {
   m.def(
       "check_sampling_params",
       [](const py::dict& d) { (void)kvforge::python::ToSamplingParams(d); }, py::arg("params"));
-  m.def("kv_cache_dtypes", [] {
-    std::vector<std::string> names;
-    for (int i = 0; i <= static_cast<int>(kvforge::KvCacheDtype::kTurbo4); ++i)
-      names.emplace_back(kvforge::ConfigName(static_cast<kvforge::KvCacheDtype>(i)));
-    return names;
-  });
   m.def("calc", &kvforge::python::Calc, py::arg("preset"), py::arg("layers"), py::arg("heads"),
         py::arg("kv_heads"), py::arg("head_dim"), py::arg("mla_rank"), py::arg("rope_dim"),
         py::arg("seq_len"), py::arg("batch"), py::arg("dtype"), py::arg("block_tokens"));

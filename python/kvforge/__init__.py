@@ -9,9 +9,8 @@ Engine options are EngineConfig's fields by name (``kvforge.engine_options()`` l
 vLLM's spellings where they differ (gpu_memory_utilization, swap_space, enable_chunked_prefill,
 calculate_kv_scales, seed). The engine runs on its own thread; Python waits with the GIL released.
 """
-from ._kvforge import kv_cache_dtypes
 from .calc import calc, calc_kv_cache_gb
-from .llm import LLM, Tokenizer, engine_options
+from .llm import LLM, Tokenizer, engine_options, kv_cache_dtypes
 from .outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
 from .sampling_params import SamplingParams
 

@@ -19,6 +19,11 @@ def engine_options() -> Dict[str, dict]:
     return {name: dict(f) for name, f in _FIELDS.items()}
 
 
+def kv_cache_dtypes() -> List[str]:
+    """The names kv_cache_dtype (and kv_cache_dtype_k / _v) accept."""
+    return list(_FIELDS["kv_cache_dtype"]["choices"])
+
+
 def _option_text(name: str, value) -> str:
     """A Python value as the engine option's text form; TypeError for the wrong type."""
     kind = _FIELDS[name]["kind"]
@@ -170,7 +175,9 @@ class LLM:
         """
         items = self._prompts(prompts)
         params = self._params_per_prompt(sampling_params, len(items))
-        ids = self._submit_all(items, params, stream=False)
+        ids = self._engine.submit_batch([tokens for _, tokens in items],
+                                        [self._engine_params(tokens, p)
+                                         for (_, tokens), p in zip(items, params)])
         finals: Dict[int, dict] = {}
         try:
             pending = list(ids)
@@ -194,7 +201,8 @@ class LLM:
         if len(items) != 1:
             raise ValueError("stream() takes one prompt")
         params = self._params_per_prompt(sampling_params, 1)
-        ids = self._submit_all(items, params, stream=True)
+        tokens = items[0][1]
+        ids = [self._engine.submit(tokens, self._engine_params(tokens, params[0]))]
         rid = self._names(ids)[0]
         finished = False
         try:
@@ -282,26 +290,12 @@ class LLM:
             return list(sampling_params)
         raise TypeError("sampling_params must be a SamplingParams or a list of them")
 
-    def _submit_all(self, items, params, stream: bool) -> List[int]:
-        if not stream:  # one batch: the engine schedules them together (all or nothing)
-            requests = []
-            for (_, tokens), p in zip(items, params):
-                seed = None if self._seed is None else self._seed + self._next_request
-                self._next_request += 1
-                rest = max(1, self.max_model_len - len(tokens))
-                requests.append(p._to_engine(rest, seed))
-            return self._engine.submit_batch([tokens for _, tokens in items], requests)
-        ids = []
-        try:
-            for (_, tokens), p in zip(items, params):
-                seed = None if self._seed is None else self._seed + self._next_request
-                self._next_request += 1
-                rest = max(1, self.max_model_len - len(tokens))
-                ids.append(self._engine.submit(tokens, p._to_engine(rest, seed), stream))
-        except BaseException:
-            self._abort(ids)  # all or nothing
-            raise
-        return ids
+    def _engine_params(self, tokens: List[int], params: SamplingParams) -> dict:
+        """The engine's form of ``params`` for one request: max_tokens=None is the rest of the
+        context, and seed=None the LLM's seed plus the request's number (when it has one)."""
+        seed = None if self._seed is None else self._seed + self._next_request
+        self._next_request += 1
+        return params._to_engine(max(1, self.max_model_len - len(tokens)), seed)
 
     def _abort(self, ids) -> None:
         ids = list(ids)

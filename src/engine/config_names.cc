@@ -7,21 +7,13 @@
 #include <limits>
 
 #include "base/strings.h"
+#include "engine/kv_options.h"
 #include "kvquant/kv_dtype.h"
 
 namespace kvforge {
 namespace {
 
 using base::StrFormat;
-
-// Public KvCacheDtype (kAuto first) <-> kvquant's dtype, in the same order.
-constexpr kvquant::KvDtype kStored[] = {
-    kvquant::KvDtype::kF32,     kvquant::KvDtype::kF16,      kvquant::KvDtype::kBf16,
-    kvquant::KvDtype::kFp8E4M3, kvquant::KvDtype::kFp8E5M2,  kvquant::KvDtype::kInt8,
-    kvquant::KvDtype::kQ8_0,    kvquant::KvDtype::kQ4_0,     kvquant::KvDtype::kKivi2,
-    kvquant::KvDtype::kKivi4,   kvquant::KvDtype::kKvQuant3, kvquant::KvDtype::kTurbo3,
-    kvquant::KvDtype::kTurbo4};
-static_assert(sizeof(kStored) / sizeof(kStored[0]) == static_cast<size_t>(KvCacheDtype::kTurbo4));
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -205,9 +197,7 @@ Result<KvCacheDtype> ParseKvCacheDtype(std::string_view text) {
     return Status::InvalidArgument(StrFormat("unknown KV cache dtype '%.*s' (choose %s)",
                                              static_cast<int>(text.size()), text.data(),
                                              KvCacheDtypeChoices().c_str()));
-  for (size_t i = 0; i < sizeof(kStored) / sizeof(kStored[0]); ++i)
-    if (kStored[i] == *d) return static_cast<KvCacheDtype>(i + 1);
-  return Status::Internal("KV dtype table out of sync");
+  return engine::PublicKvDtype(*d);
 }
 
 Result<BatchingMode> ParseBatchingMode(std::string_view t) {
@@ -225,7 +215,7 @@ Result<PrefixCacheMode> ParsePrefixCacheMode(std::string_view t) {
 
 const char* ConfigName(KvCacheDtype v) {
   if (v == KvCacheDtype::kAuto) return "auto";
-  return kvquant::KvDtypeName(kStored[static_cast<size_t>(v) - 1]).data();
+  return kvquant::KvDtypeName(engine::StoredKvDtype(v, true)).data();
 }
 const char* ConfigName(BatchingMode v) {
   return v == BatchingMode::kStatic ? "static" : "continuous";

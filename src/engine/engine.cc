@@ -69,7 +69,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& options) {
   if (options.block_size <= 0 || options.block_size > 4096)
     return Status::InvalidArgument("kv block size must be 1..4096 tokens");
   if (options.max_num_batched_tokens <= 0)
-    return Status::InvalidArgument("prefill chunk must be positive");
+    return Status::InvalidArgument("max_num_batched_tokens (the prefill chunk) must be positive");
   if (options.max_model_len < 0) return Status::InvalidArgument("max context must be >= 0");
   if (options.model.empty()) {
     KVF_ASSIGN_OR_RETURN(impl->model, model::Model::LoadFromMemory(assets::DefaultModelData(),

@@ -9,10 +9,32 @@ namespace kvforge::engine {
 
 using kvquant::KvDtype;
 
+// The public enum is kvquant's with kAuto in front: one offset maps them, checked here for every
+// dtype so that adding one to either enum without the other fails to compile.
+constexpr bool SameAfterAuto(KvCacheDtype pub, KvDtype stored) {
+  return static_cast<int>(pub) == static_cast<int>(stored) + 1;
+}
+static_assert(SameAfterAuto(KvCacheDtype::kF32, KvDtype::kF32) &&
+              SameAfterAuto(KvCacheDtype::kF16, KvDtype::kF16) &&
+              SameAfterAuto(KvCacheDtype::kBf16, KvDtype::kBf16) &&
+              SameAfterAuto(KvCacheDtype::kFp8E4M3, KvDtype::kFp8E4M3) &&
+              SameAfterAuto(KvCacheDtype::kFp8E5M2, KvDtype::kFp8E5M2) &&
+              SameAfterAuto(KvCacheDtype::kInt8, KvDtype::kInt8) &&
+              SameAfterAuto(KvCacheDtype::kQ8_0, KvDtype::kQ8_0) &&
+              SameAfterAuto(KvCacheDtype::kQ4_0, KvDtype::kQ4_0) &&
+              SameAfterAuto(KvCacheDtype::kKivi2, KvDtype::kKivi2) &&
+              SameAfterAuto(KvCacheDtype::kKivi4, KvDtype::kKivi4) &&
+              SameAfterAuto(KvCacheDtype::kKvQuant3, KvDtype::kKvQuant3) &&
+              SameAfterAuto(KvCacheDtype::kTurbo3, KvDtype::kTurbo3) &&
+              SameAfterAuto(KvCacheDtype::kTurbo4, KvDtype::kTurbo4));
+
 KvDtype StoredKvDtype(KvCacheDtype choice, bool kv_f16) {
   if (choice == KvCacheDtype::kAuto) return kv_f16 ? KvDtype::kF16 : KvDtype::kF32;
-  // Same order as kvquant::KvDtype after kAuto (config_names.cc asserts the table).
   return static_cast<KvDtype>(static_cast<int>(choice) - 1);
+}
+
+KvCacheDtype PublicKvDtype(KvDtype stored) {
+  return static_cast<KvCacheDtype>(static_cast<int>(stored) + 1);
 }
 
 Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& mc,

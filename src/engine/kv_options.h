@@ -18,8 +18,10 @@ namespace kvforge::engine {
 // The KV part of an EngineConfig (dtypes, scales, KIVI window, block size, ...), for one model.
 Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& mc,
                                                       const EngineConfig& config);
-// The stored dtype an EngineConfig's choice means (kAuto: f16, or f32 without kv_f16).
+// The stored dtype an EngineConfig's choice means (kAuto: f16, or f32 without kv_f16), and the
+// public choice naming a stored dtype: the one mapping between the two enums.
 kvquant::KvDtype StoredKvDtype(KvCacheDtype choice, bool kv_f16);
+KvCacheDtype PublicKvDtype(kvquant::KvDtype stored);
 // Bytes one block takes over all layers, K and V, padding included.
 Result<uint64_t> KvBlockBytes(const kvstore::PagedKvCacheConfig& kc);
 // Bytes per token over all layers, K and V, scales included, no padding (KvLayout's rate).

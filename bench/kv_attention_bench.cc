@@ -47,7 +47,7 @@ void BM_DecodeAttention(benchmark::State& state, KvDtype dtype) {
   a.out = out.data();
   a.out_stride = values;
   a.n_q = 1;
-  a.pos0 = depth - 1;
+  a.slot0 = depth - 1;
   a.n_head = heads;
   a.n_kv_head = heads;
   a.head_dim = dim;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kvforge/kv_policy.h"
+
 namespace kvforge {
 
 // KV-cache element types (docs/kv_quantization.md). kAuto: f16 (f32 with kv_f16 = false); as a
@@ -80,6 +82,10 @@ struct EngineConfig {
   // --- prefix caching (docs/kv_cache.md) ------------------------------------------------------
   bool enable_prefix_caching = true;
   PrefixCacheMode prefix_cache_mode = PrefixCacheMode::kHash;
+
+  // --- KV eviction (docs/kv_cache.md#eviction): every request's default; a request may set its
+  // own (SamplingParams::kv_policy) --------------------------------------------------------------
+  KvPolicy kv_policy;
 };
 
 }  // namespace kvforge

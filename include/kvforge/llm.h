@@ -50,6 +50,9 @@ struct RequestMetrics {
   int64_t generated_tokens = 0;  // all sequences
   int64_t num_preemptions = 0;
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  // KV eviction (first sequence): tokens evicted so far, and the most KV slots it held.
+  int64_t kv_evicted_tokens = 0;
+  int64_t kv_peak_tokens = 0;
 };
 
 struct RequestOutput {
@@ -86,6 +89,7 @@ struct EngineStats {
   int64_t prefix_cache_evicted_blocks = 0;
   int64_t prefix_cache_blocks = 0;
   int64_t prefix_deferrals = 0;  // admissions held back for a prefix another request computes
+  int64_t kv_compactions = 0;    // KV eviction compactions applied
 };
 
 // Called on the engine thread with each request's progress; the last call has finished = true.

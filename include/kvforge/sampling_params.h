@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kvforge/kv_policy.h"
 #include "kvforge/status.h"
 
 namespace kvforge {
@@ -30,6 +32,9 @@ struct SamplingParams {
   // Prefix-cache isolation (a request property, carried here for convenience): requests share
   // cached KV only when their salts are equal (vLLM's cache_salt; e.g. one salt per tenant).
   std::string cache_salt;
+  // KV eviction for this request (a request property too): unset uses the engine's
+  // EngineConfig::kv_policy; {kind none} turns the engine's off for this request.
+  std::optional<KvPolicy> kv_policy;
 
   // Clear error for out-of-range values, before anything is scheduled.
   Status Validate() const;

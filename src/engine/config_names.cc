@@ -145,9 +145,88 @@ ConfigField Dtype(const char* name, KvCacheDtype EngineConfig::*m, const char* h
   return f;
 }
 
+// A KvPolicy member: `parse` reads the text into the policy (the field name for errors).
+ConfigField PolicyField(const char* name, ConfigFieldKind kind, const char* help,
+                        std::function<Status(KvPolicy&, std::string_view, const std::string&)> parse,
+                        std::function<std::string(const KvPolicy&)> print) {
+  ConfigField f{name, kind, help, {}, nullptr, nullptr};
+  f.set = [parse, n = f.name](EngineConfig& c, std::string_view t) {
+    return parse(c.kv_policy, t, n);
+  };
+  f.get = [print](const EngineConfig& c) { return print(c.kv_policy); };
+  return f;
+}
+
+// Integer KvPolicy members in [min, 2^20].
+ConfigField PolicyInt(const char* name, int32_t KvPolicy::*m, long long min, const char* help) {
+  return PolicyField(
+      name, ConfigFieldKind::kInt, help,
+      [m, min](KvPolicy& p, std::string_view t, const std::string& n) -> Status {
+        const std::string s(t);
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end != '\0' || errno != 0 || v < min || v > (1 << 20))
+          return Bad(n, StrFormat("an integer in [%lld, 1048576]", min).c_str(), t);
+        p.*m = static_cast<int32_t>(v);
+        return Status::Ok();
+      },
+      [m](const KvPolicy& p) { return std::to_string(p.*m); });
+}
+
+Result<double> ParseNumber(std::string_view t, const std::string& n, const char* wants) {
+  const std::string s(t);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !std::isfinite(v)) return Bad(n, wants, t);
+  return v;
+}
+
+std::vector<ConfigField> PolicyFields() {
+  std::vector<ConfigField> f;
+  ConfigField kind = PolicyField(
+      "kv_policy", ConfigFieldKind::kChoice, "KV eviction policy (docs/kv_cache.md#eviction)",
+      [](KvPolicy& p, std::string_view t, const std::string& n) -> Status {
+        Result<KvPolicyKind> k = ParseKvPolicyKind(Lower(t));
+        if (!k.ok()) return k.error().WithContext(n);
+        p.kind = *k;
+        return Status::Ok();
+      },
+      [](const KvPolicy& p) { return std::string(KvPolicyName(p.kind)); });
+  for (int i = 0; i <= static_cast<int>(KvPolicyKind::kRandom); ++i)
+    kind.choices.emplace_back(KvPolicyName(static_cast<KvPolicyKind>(i)));
+  f.push_back(std::move(kind));
+  f.push_back(PolicyField(
+      "kv_budget", ConfigFieldKind::kFloat,
+      "KV tokens kept per sequence (>= 1), or a fraction of the prompt (0 < b < 1)",
+      [](KvPolicy& p, std::string_view t, const std::string& n) -> Status {
+        KVF_ASSIGN_OR_RETURN(double v, ParseNumber(t, n, "a token count >= 1 or a fraction"));
+        if (v < 0 || (v > 1 && v != std::floor(v)) || v > 1e9)
+          return Bad(n, "a whole token count >= 1 or a fraction in (0, 1)", t);
+        p.budget = v;
+        return Status::Ok();
+      },
+      [](const KvPolicy& p) { return StrFormat("%g", p.budget); }));
+  f.push_back(PolicyInt("kv_sinks", &KvPolicy::sinks, 0, "streaming: attention sinks kept"));
+  f.push_back(PolicyInt("kv_window", &KvPolicy::window, -1,
+                        "recent / observation window (-1: the method's default)"));
+  f.push_back(PolicyInt("kv_pool_kernel", &KvPolicy::pool_kernel, 1,
+                        "snapkv/pyramidkv: score pooling width (odd)"));
+  f.push_back(PolicyField(
+      "kv_pyramid_beta", ConfigFieldKind::kFloat, "pyramidkv: layer budget slope parameter",
+      [](KvPolicy& p, std::string_view t, const std::string& n) -> Status {
+        KVF_ASSIGN_OR_RETURN(double v, ParseNumber(t, n, "a number >= 1"));
+        if (v < 1 || v > 1e6) return Bad(n, "a number >= 1", t);
+        p.beta = static_cast<float>(v);
+        return Status::Ok();
+      },
+      [](const KvPolicy& p) { return StrFormat("%g", static_cast<double>(p.beta)); }));
+  return f;
+}
+
 std::vector<ConfigField> MakeFields() {
   using C = EngineConfig;
-  return {
+  std::vector<ConfigField> fields = {
       Text("model", &C::model, "GGUF model path (empty: the embedded stories260K model)"),
       Int("threads", &C::threads, 0, "compute threads (0: one per core)"),
       Int("max_model_len", &C::max_model_len, 0, "context length (0: the model's, at most 8192)"),
@@ -186,6 +265,8 @@ std::vector<ConfigField> MakeFields() {
       Choice("prefix_cache_mode", &C::prefix_cache_mode, kPrefixModes,
              "hash (vLLM-style) or radix (SGLang-style)"),
   };
+  for (ConfigField& p : PolicyFields()) fields.push_back(std::move(p));
+  return fields;
 }
 
 }  // namespace

@@ -63,6 +63,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
         StrFormat("without chunked prefill max_num_batched_tokens (%lld) must be at "
                   "least max_model_len (%lld)",
                   (long long)c.max_num_batched_tokens, (long long)e->max_len_));
+  KVF_RETURN_IF_ERROR(ValidateKvPolicy(c.kv_policy).WithContext("kv_policy"));
   KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc, engine::MakeKvCacheConfig(mc, c));
   KVF_ASSIGN_OR_RETURN(const uint64_t per_block, engine::KvBlockBytes(kc));
   uint64_t weight_bytes = 0;
@@ -131,6 +132,11 @@ std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t in
     p.seed += static_cast<uint64_t>(index);  // distinct streams for n > 1
   s->sampler = std::make_unique<sampling::Sampler>(p);
   s->stop = std::make_unique<engine::StopChecker>(*tok_, r.params);
+  const KvPolicy kv = r.params.kv_policy.value_or(cfg_.kv_policy);
+  if (kv.enabled())
+    s->evict = std::make_unique<engine::SeqEviction>(
+        kv, static_cast<int64_t>(r.prompt.size()), static_cast<int32_t>(model_->config().n_layer),
+        cache_->block_tokens());
   seq_owner_[s->id] = r.id;
   return s;
 }
@@ -142,6 +148,7 @@ std::unique_ptr<EngineCore::Seq> EngineCore::CloneSeq(const Request& r, const Se
   s->n_generated = from.n_generated;
   s->cum_logprob = from.cum_logprob;
   s->token_logprobs = from.token_logprobs;
+  if (from.evict) s->evict = std::make_unique<engine::SeqEviction>(*from.evict);
   // Beams re-render their text at the end; the stop checker restarts from the shared prefix.
   for (size_t i = r.prompt.size(); i < from.tokens.size(); ++i) s->stop->Replay(from.tokens[i]);
   return s;
@@ -159,7 +166,16 @@ Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt,
   if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   KVF_RETURN_IF_ERROR(base::CheckTokenIds(prompt, model_->config().n_vocab).WithContext("prompt"));
   if (params.max_tokens < 1) return Status::InvalidArgument("max_tokens must be at least 1");
-  const int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  const KvPolicy kv = params.kv_policy.value_or(cfg_.kv_policy);
+  if (kv.enabled() && cfg_.contiguous_kv)
+    return Status::InvalidArgument("kv_policy needs paged KV (not the contiguous_kv baseline)");
+  int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  // StreamingLLM's positions are cache-relative: a generation may run past the context, its KV
+  // bounded by the budget (plus a block of slack and a prefill chunk).
+  if (kv.kind == KvPolicyKind::kStreaming && static_cast<int64_t>(prompt.size()) <= max_len_)
+    need = std::min(need, static_cast<int64_t>(prompt.size()) +
+                              kvpolicy::BudgetTokens(kv, static_cast<int64_t>(prompt.size())) +
+                              cache_->block_tokens());
   if (need > max_len_)
     return Status::InvalidArgument(StrFormat(
         "this request needs %lld tokens (prompt %zu + max_tokens %d) but max_model_len is %lld",
@@ -277,10 +293,12 @@ Status EngineCore::Step() {
     batch.tokens.insert(batch.tokens.end(), s->tokens.begin() + ch.pos0,
                         s->tokens.begin() + ch.pos0 + ch.num_tokens);
     batch.seqs.push_back({ch.seq, ch.pos0, begin, ch.num_tokens, false, ch.sample});
+    if (s->evict) s->evict->PrepareChunk(*cache_, ch.pos0, &batch.seqs.back());
     if (ch.is_prefill) prompt_tokens_total_ += ch.num_tokens;
     if (ch.sample) sampled.push_back(&ch);
   }
   KVF_RETURN_IF_ERROR(model_->Forward(batch, *cache_, ws_, *pool_, &logits_));
+  KVF_RETURN_IF_ERROR(ApplyKvPolicies(plan));
   const int64_t n_vocab = model_->config().n_vocab;
 
   std::vector<sched::SeqOutcome> seq_out;
@@ -316,6 +334,7 @@ Status EngineCore::Step() {
       for (int32_t k = 1; k < r.params.n; ++k) {
         auto child = NewSeq(r, k);
         KVF_RETURN_IF_ERROR(sched_->ForkSequence(r.id, s->id, child->id));
+        if (s->evict) child->evict = std::make_unique<engine::SeqEviction>(*s->evict);
         std::vector<float> l = raw;
         const int32_t tok = child->sampler->Sample(l.data(), n_vocab, child->tokens);
         AppendToken(r, *child, tok, raw.data());
@@ -376,6 +395,24 @@ Status EngineCore::Step() {
       share_sum_ += 1.0 - static_cast<double>(used) / static_cast<double>(unshared);
       ++share_steps_;
       peak_unshared_blocks_ = std::max(peak_unshared_blocks_, unshared);
+    }
+  }
+  return Status::Ok();
+}
+
+Status EngineCore::ApplyKvPolicies(const sched::StepPlan& plan) {
+  // Before sampling, so that n > 1 completions fork the compacted prompt.
+  for (const auto& ch : plan.chunks) {
+    auto ow = seq_owner_.find(ch.seq);
+    Request& r = *requests_.at(ow->second);
+    Seq* s = FindSeq(r, ch.seq);
+    if (s == nullptr || !s->evict) continue;
+    KVF_ASSIGN_OR_RETURN(bool compacted,
+                         s->evict->AfterStep(*cache_, ch.seq, ch.pos0 + ch.num_tokens));
+    if (compacted) ++kv_compactions_;
+    if (s->index == 0) {
+      r.metrics.kv_evicted_tokens = s->evict->evicted_tokens();
+      r.metrics.kv_peak_tokens = s->evict->peak_slots();
     }
   }
   return Status::Ok();
@@ -566,6 +603,7 @@ EngineStats EngineCore::Stats() const {
   s.num_swapped = ss.num_swapped;
   s.num_preemptions = ss.num_preemptions;
   s.prefix_deferrals = ss.num_prefix_deferrals;
+  s.kv_compactions = kv_compactions_;
   s.kv_usage = cache_->Usage();
   s.kv_total_blocks = cache_->num_blocks();
   s.kv_block_tokens = cache_->block_tokens();

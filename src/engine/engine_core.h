@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/kv_eviction.h"
 #include "engine/kv_space_adapter.h"
 #include "engine/stop_checker.h"
 #include "kernels/thread_pool.h"
@@ -77,6 +78,7 @@ class EngineCore {
     std::string delta_text;
     std::vector<int32_t> delta_ids;
     std::vector<float> pending_logprobs;  // beam search: log-softmax waiting for the other beams
+    std::unique_ptr<engine::SeqEviction> evict;  // the request's KV policy (null: keeps all)
   };
   struct Request {
     int64_t id = 0;
@@ -99,6 +101,8 @@ class EngineCore {
   // Appends a sampled token to a (non-beam) sequence: stop strings, EOS, max_tokens.
   void AppendToken(Request& r, Seq& s, int32_t token, const float* raw_logits);
   Status ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outcomes);
+  // After the forward: each scheduled sequence with a KV policy compacts if its policy says so.
+  Status ApplyKvPolicies(const sched::StepPlan& plan);
   void Emit(Request& r, bool final);
   RequestOutput BuildOutput(Request& r, bool final);
   void FinishBeamRequest(Request& r);
@@ -124,6 +128,7 @@ class EngineCore {
   int64_t share_steps_ = 0;
   int64_t peak_unshared_blocks_ = 0;
   std::vector<float> logits_;
+  int64_t kv_compactions_ = 0;
 };
 
 }  // namespace kvforge

@@ -93,6 +93,12 @@ void EngineKvSpace::DropInflight(int64_t seq, int64_t computed_blocks) {
 
 void EngineKvSpace::OnComputed(int64_t seq, int64_t num_computed, bool in_prefill) {
   if (!prefix_caching() || !cache_->Contains(seq)) return;
+  if (cache_->IsCompacted(seq)) {
+    // Its slots no longer hold the token prefix: nothing of it may be published.
+    DropInflight(seq, -1);
+    computed_.erase(seq);
+    return;
+  }
   computed_[seq] = num_computed;
   const SeqTokens t = tokens_(seq);
   if (t.tokens == nullptr) return;
@@ -115,7 +121,7 @@ void EngineKvSpace::FinalInsert(int64_t seq) {
   if (it == computed_.end()) return;
   const int64_t n = it->second;
   computed_.erase(it);
-  if (!prefix_caching() || !cache_->Contains(seq) || n <= 0) return;
+  if (!prefix_caching() || !cache_->Contains(seq) || cache_->IsCompacted(seq) || n <= 0) return;
   const SeqTokens t = tokens_(seq);
   if (t.tokens == nullptr) return;
   const auto* table = cache_->manager().Find(kvmeta::MakeSeqId(seq));
@@ -132,13 +138,14 @@ int64_t EngineKvSpace::BlocksToGrow(int64_t seq, int64_t total_tokens) const {
   }
   if (!cache_->Contains(seq))
     return cache_->BlocksForTokens(std::max(total_tokens, reserve_tokens_));
-  return cache_->BlocksToGrow(seq, total_tokens);
+  // Tokens a policy evicted hold no slot: the scheduler counts tokens, the cache slots.
+  return cache_->BlocksToGrow(seq, total_tokens - cache_->Evicted(seq));
 }
 
 bool EngineKvSpace::Grow(int64_t seq, int64_t total_tokens) {
   if (!cache_->Contains(seq))
     return cache_->AddSequence(seq, std::max(total_tokens, reserve_tokens_));
-  return cache_->EnsureTokens(seq, total_tokens);
+  return cache_->EnsureTokens(seq, total_tokens - cache_->Evicted(seq));
 }
 
 void EngineKvSpace::Free(int64_t seq) {
@@ -164,6 +171,7 @@ bool EngineKvSpace::SwapOut(int64_t seq) {
   const auto* blocks = cache_->Blocks(seq);
   const uint64_t bb = cache_->store().block_bytes_all_layers();
   Swapped s;
+  s.compaction = cache_->ExportCompaction(seq);
   s.num_tokens = cache_->NumTokens(seq);
   s.num_blocks = static_cast<int64_t>(blocks->size());
   s.bytes.resize(static_cast<size_t>(bb) * blocks->size());
@@ -190,6 +198,7 @@ bool EngineKvSpace::SwapIn(int64_t seq) {
   for (size_t i = 0; i < blocks->size(); ++i)
     cache_->mutable_store().WriteBlock((*blocks)[i], it->second.bytes.data() + i * bb);
   swap_used_ -= it->second.num_blocks;
+  if (it->second.compaction) cache_->ImportCompaction(seq, std::move(*it->second.compaction));
   if (prefix_caching()) computed_[seq] = 0;  // fresh blocks: registered again as computed
   swapped_.erase(it);
   return true;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -56,6 +57,7 @@ class EngineKvSpace final : public sched::KvSpace {
 
  private:
   struct Swapped {
+    std::optional<kvstore::CompactionState> compaction;  // an evicting sequence's slot state
     int64_t num_tokens = 0;
     std::vector<uint8_t> bytes;  // blocks x block_bytes_all_layers
     int64_t num_blocks = 0;

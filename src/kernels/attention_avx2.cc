@@ -100,7 +100,7 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
   const int64_t hd8 = hd / 8 * 8;
   const int64_t bt = a.k.block_tokens;
   for (int64_t i = 0; i < a.n_q; ++i) {
-    const int64_t n_kv = a.pos0 + i + 1;
+    const int64_t n_kv = a.slot0 + i + 1;
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
       const float* q0 = a.q + i * a.q_stride + static_cast<int64_t>(kvh) * group * hd;
       const size_t k_off = static_cast<size_t>(kvh) * a.k.head_stride;
@@ -131,7 +131,11 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
           for (j = 0; j < cnt; ++j) s[j] *= a.scale;
         }
       }
-      for (int32_t g = 0; g < group; ++g) SoftmaxAvx2(scratch + g * n_kv, n_kv);
+      for (int32_t g = 0; g < group; ++g) {
+        MaskDeadSlots(a, scratch + g * n_kv, n_kv);
+        SoftmaxAvx2(scratch + g * n_kv, n_kv);
+        ObserveWeights(a, i, scratch + g * n_kv, n_kv);
+      }
       float* o0 = a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;
       const size_t v_off = static_cast<size_t>(kvh) * a.v.head_stride;
       for (int32_t g = 0; g < group; ++g) {

@@ -410,7 +410,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
                     float* tile, std::vector<float>& sbuf, std::vector<float>& rbuf) {
   const int32_t group = a.n_head / a.n_kv_head;
   const int64_t hd = a.head_dim;
-  const int64_t n_max = a.pos0 + i1;  // the longest causal range in the block
+  const int64_t n_max = a.slot0 + i1;  // the longest causal range in the block
   const size_t region = static_cast<size_t>(group * n_max);
   const size_t need = region * static_cast<size_t>(i1 - i0);
   if (sbuf.size() < need) sbuf.resize(need);
@@ -446,7 +446,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
         DecodeTile(a.k, p0, cnt, kvh, tile);
       }
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t n_kv = a.pos0 + i + 1;
+        const int64_t n_kv = a.slot0 + i + 1;
         const int64_t use = std::min(cnt, std::min(n_kv, a.k.recent_begin) - p0);
         const float* q = k_rot ? qrot(i) : q_of(i);
         for (int32_t g = 0; use > 0 && g < group; ++g)
@@ -456,7 +456,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
     }
   }
   for (int64_t i = i0; i < i1; ++i) {
-    const int64_t n_kv = a.pos0 + i + 1;
+    const int64_t n_kv = a.slot0 + i + 1;
     const int64_t k_paged = std::min(n_kv, a.k.recent_begin);
     float* s = scores(i);
     const float* q0 = q_of(i);
@@ -479,7 +479,11 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
         ScoresTiled(a, kvh, q0, group, k_paged, n_kv, n_kv, tile, s);
       }
     }
-    for (int32_t g = 0; g < group; ++g) SoftmaxAvx2(s + g * n_kv, n_kv);
+    for (int32_t g = 0; g < group; ++g) {
+      MaskDeadSlots(a, s + g * n_kv, n_kv);
+      SoftmaxAvx2(s + g * n_kv, n_kv);
+      ObserveWeights(a, i, s + g * n_kv, n_kv);
+    }
     float* o0 = o_of(i);
     for (int32_t g = 0; g < group; ++g) std::fill(o0 + g * hd, o0 + (g + 1) * hd, 0.0f);
   }
@@ -494,7 +498,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
         DecodeTile(a.v, p0, cnt, kvh, tile);
       }
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t n_kv = a.pos0 + i + 1;
+        const int64_t n_kv = a.slot0 + i + 1;
         const int64_t use = std::min(cnt, std::min(n_kv, a.v.recent_begin) - p0);
         float* o = v_rot ? orot(i) : o_of(i);
         for (int32_t g = 0; use > 0 && g < group; ++g)
@@ -504,7 +508,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
     }
   }
   for (int64_t i = i0; i < i1; ++i) {
-    const int64_t n_kv = a.pos0 + i + 1;
+    const int64_t n_kv = a.slot0 + i + 1;
     const int64_t v_paged = std::min(n_kv, a.v.recent_begin);
     const float* s = scores(i);
     float* o0 = o_of(i);

@@ -97,7 +97,12 @@ struct KvPageView {
   bool nuq_key = false;
   // turbo3 / turbo4: rotation, codebook and (keys with QJL) sketch; never null for those dtypes.
   const kvquant::TurboSpec* turbo = nullptr;
+  // The RoPE position of each slot when slots are not positions (a compacted sequence whose keys
+  // are rotated at read time, i.e. kvquant3 pre-RoPE keys): [slots] (nullptr: slot p is position
+  // p). Only the kvquant3 key decoder reads it.
+  const int32_t* positions = nullptr;
 
+  int64_t PositionOf(int64_t p) const { return positions != nullptr ? positions[p] : p; }
   // The row holding token p (for row_tokens > 1 the token is p % row_tokens inside it).
   const uint8_t* Token(int64_t p) const {
     return base + static_cast<size_t>(block_table[p / block_tokens]) * block_stride +
@@ -105,20 +110,30 @@ struct KvPageView {
   }
 };
 
-// Causal attention for `n_q` query tokens of one sequence at positions pos0 .. pos0+n_q-1, over
-// keys/values 0 .. pos0+i (inclusive) already written into the cache.
+// Causal attention for `n_q` query tokens of one sequence written at KV slots slot0 .. slot0+n_q-1,
+// over the slots 0 .. slot0+i (inclusive) already written into the cache. Slots are not positions
+// (docs/adr/0005): after eviction a sequence's live keys are compacted to the front in position
+// order, so causality is slot order; a layer kept fewer slots than its sequence's table holds
+// (per-layer budgets) marks the unused ones [dead_begin, dead_end) and they get no weight.
 //   q:   [n_q][n_head][head_dim] (row stride q_stride floats)
 //   out: [n_q][n_head][head_dim] (row stride out_stride floats)
 // Heads are grouped: query head h reads kv head h / (n_head / n_kv_head) (GQA/MQA/MHA).
 // Work is restricted to kv heads [kvh_begin, kvh_end) so callers can split it across threads.
-// `scratch` must hold at least (pos0 + n_q) * (n_head / n_kv_head) floats.
+// `scratch` must hold at least (slot0 + n_q) * (n_head / n_kv_head) floats.
+// Observer (for KV eviction policies; nullptr costs nothing): when slot_scores is set, the softmax
+// weights of queries observe_from .. n_q-1, summed over the query heads of the kv heads worked
+// on, are added to slot_scores[slot] ([slot0 + n_q] floats, owned by the caller, one per task).
 struct AttentionArgs {
   const float* q = nullptr;
   int64_t q_stride = 0;
   float* out = nullptr;
   int64_t out_stride = 0;
   int64_t n_q = 0;
-  int64_t pos0 = 0;
+  int64_t slot0 = 0;
+  int64_t dead_begin = 0;
+  int64_t dead_end = 0;
+  float* slot_scores = nullptr;
+  int64_t observe_from = 0;
   int32_t n_head = 0;
   int32_t n_kv_head = 0;
   int32_t head_dim = 0;
@@ -152,6 +167,10 @@ const KernelTable& Active();
 std::vector<const KernelTable*> AvailableTables();
 // Forces a table by name ("ref", "avx2"); returns false when unavailable. For benchmarks/tests.
 bool SetActive(const char* name);
+
+// Decodes every KV head of slot p of a view into out[row_values] (the scalar reference decoder:
+// for compaction, statistics and tests, not for attention's inner loops).
+void DecodeKvRow(const KvPageView& v, int64_t p, float* out);
 
 // Applies rotary position embedding in place to `n_heads` heads of `head_dim` floats, rotating
 // the first `rot_dim` dims at position `pos`. neox=false pairs (2i, 2i+1) (llama); neox=true

@@ -44,6 +44,18 @@ void QuantizeQ8_1Ref(const float* x, uint8_t* dst, int64_t cols);
 // tensor::BlockQ8_K super-blocks, for the k-quants.
 void QuantizeQ8_KRef(const float* x, uint8_t* dst, int64_t cols);
 
+// Dead slots (a layer that kept fewer slots than its table holds) get no weight: their scores
+// become a large negative number before the softmax (finite, so SIMD exp stays well defined).
+inline void MaskDeadSlots(const AttentionArgs& a, float* s, int64_t n_kv) {
+  const int64_t end = a.dead_end < n_kv ? a.dead_end : n_kv;
+  for (int64_t p = a.dead_begin; p < end; ++p) s[p] = -1e30f;
+}
+// The observer: softmax weights w[n_kv] of query i added to a.slot_scores when it is asked for.
+inline void ObserveWeights(const AttentionArgs& a, int64_t i, const float* w, int64_t n_kv) {
+  if (a.slot_scores == nullptr || i < a.observe_from) return;
+  for (int64_t p = 0; p < n_kv; ++p) a.slot_scores[p] += w[p];
+}
+
 extern const KernelTable kAvx2Table;
 // AVX2 attention for plain f32/f16 views; hands every other view to AttentionQuantAvx2
 // (attention_avx2.cc).

@@ -82,7 +82,7 @@ void DecodeKvHeadRef(const KvPageView& v, int64_t p, int32_t kvh, float* out) {
     return;
   }
   if (kvquant::IsNuq(v.dtype)) {
-    kvquant::NuqDecode(row, v.row_values, v.nuq_key, *v.nuq, begin, v.head_dim, out, v.rope, p);
+    kvquant::NuqDecode(row, v.row_values, v.nuq_key, *v.nuq, begin, v.head_dim, out, v.rope, v.PositionOf(p));
     return;
   }
   if (v.turbo != nullptr) {  // turbo3 / turbo4: the spec (QJL or not) travels with the view
@@ -330,7 +330,7 @@ void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, fl
   const int32_t group = a.n_head / a.n_kv_head;
   std::vector<float> kv(static_cast<size_t>(a.head_dim));
   for (int64_t i = 0; i < a.n_q; ++i) {
-    const int64_t n_kv = a.pos0 + i + 1;
+    const int64_t n_kv = a.slot0 + i + 1;
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
       for (int32_t g = 0; g < group; ++g) {
         const int32_t h = kvh * group + g;
@@ -342,7 +342,9 @@ void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, fl
           for (int32_t d = 0; d < a.head_dim; ++d) dot += q[d] * kv[d];
           s[p] = dot * a.scale;
         }
+        internal::MaskDeadSlots(a, s, n_kv);
         Softmax(s, n_kv);
+        internal::ObserveWeights(a, i, s, n_kv);
         float* o = a.out + i * a.out_stride + static_cast<int64_t>(h) * a.head_dim;
         for (int32_t d = 0; d < a.head_dim; ++d) o[d] = 0;
         for (int64_t p = 0; p < n_kv; ++p) {
@@ -358,6 +360,11 @@ const KernelTable kRefTable = {"ref",      PrepareActRef, MatMulRowsRef,
                                RmsNormRef, SwigluRef,     AttentionRef};
 
 }  // namespace
+
+void DecodeKvRow(const KvPageView& v, int64_t p, float* out) {
+  for (int32_t h = 0; h * v.head_dim < v.row_values; ++h)
+    internal::DecodeKvHeadRef(v, p, h, out + static_cast<int64_t>(h) * v.head_dim);
+}
 
 ActFormat ActFormatFor(WType w) {
   switch (w) {

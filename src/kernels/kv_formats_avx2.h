@@ -254,10 +254,10 @@ static inline void DecodeTile(const KvPageView& v, int64_t p0, int64_t cnt, int3
   if (kvquant::IsNuq(v.dtype)) {
     for (int64_t j = 0; j < cnt; ++j, row += v.token_stride) {
       if (hd % 8 == 0) {
-        DecodeNuqHead(v, row, kvh, p0 + j, out + j * hd);
+        DecodeNuqHead(v, row, kvh, v.PositionOf(p0 + j), out + j * hd);
       } else {
         kvquant::NuqDecode(row, v.row_values, v.nuq_key, *v.nuq, static_cast<int64_t>(kvh) * hd, hd,
-                           out + j * hd, v.rope, p0 + j);
+                           out + j * hd, v.rope, v.PositionOf(p0 + j));
       }
     }
     return;

@@ -13,13 +13,28 @@
 
 namespace kvforge::kvstore {
 
+// Slots [begin, end) of one layer of a sequence that hold nothing live (empty: begin == end).
+struct SlotRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
 class KvAccess {
  public:
   virtual ~KvAccess() = default;
-  // Stores K and V of positions pos0 .. pos0 + n - 1 of sequence `seq` in `layer`: k and v hold
-  // n rows of n_kv_head x head_dim floats, `stride` floats apart. The slots must exist.
-  virtual void Write(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k,
-                     const float* v, int64_t stride) = 0;
+  // Stores K and V of n tokens at RoPE positions pos0 .. pos0 + n - 1 of sequence `seq` in
+  // `layer`, into KV slots slot0 .. slot0 + n - 1 (slots are positions until a policy evicts):
+  // k and v hold n rows of n_kv_head x head_dim floats, `stride` floats apart. The slots must
+  // exist.
+  virtual void WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t pos0, int64_t n,
+                       const float* k, const float* v, int64_t stride) = 0;
+  // The common case: slot == position.
+  void Write(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k, const float* v,
+             int64_t stride) {
+    WriteAt(layer, seq, pos0, pos0, n, k, v, stride);
+  }
+  // Slots of `layer` that attention must skip (a per-layer budget smaller than the table).
+  virtual SlotRange DeadSlots(int32_t /*layer*/, int64_t /*seq*/) const { return {}; }
   virtual kernels::KvPageView KeyView(int32_t layer, int64_t seq) const = 0;
   virtual kernels::KvPageView ValueView(int32_t layer, int64_t seq) const = 0;
 };

@@ -39,6 +39,7 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
   c->nuq_k_ = kvquant::IsNuq(sc.k_dtype);
   c->nuq_v_ = kvquant::IsNuq(sc.v_dtype);
   c->nuq_post_rope_ = cfg.nuq_post_rope_keys;
+  c->rope_cfg_ = cfg.rope;
   if (c->nuq_k_ || c->nuq_v_) {
     const int64_t values = static_cast<int64_t>(sc.n_kv_head) * sc.head_dim;
     if (cfg.nuq_calibration) {
@@ -180,6 +181,7 @@ Status PagedKvCache::Fork(int64_t parent, int64_t child) {
   // flush by either writes identical bytes there (same f16 window content, same codec), so
   // sharing survives without copy-on-write of flushed groups.
   if (auto it = kivi_.find(parent); it != kivi_.end()) kivi_[child] = it->second;
+  if (auto it = compacted_.find(parent); it != compacted_.end()) compacted_[child] = it->second;
   return Status::Ok();
 }
 
@@ -197,6 +199,13 @@ Status PagedKvCache::Truncate(int64_t seq, int64_t n) {
   }
   KVF_RETURN_IF_ERROR(mgr_.Truncate(MakeSeqId(seq), n));
   Refresh(seq);
+  if (auto it = compacted_.find(seq); it != compacted_.end()) {
+    for (auto& d : it->second.dead) {
+      d.end = std::min(d.end, n);
+      d.begin = std::min(d.begin, d.end);
+    }
+    for (auto& p : it->second.positions) p.resize(std::min(p.size(), static_cast<size_t>(n)));
+  }
   return Status::Ok();
 }
 
@@ -205,6 +214,7 @@ void PagedKvCache::Free(int64_t seq) {
   if (Contains(seq)) (void)mgr_.Free(MakeSeqId(seq));
   tables_.erase(seq);
   kivi_.erase(seq);
+  compacted_.erase(seq);
 }
 
 int64_t PagedKvCache::BlocksToGrow(int64_t seq, int64_t total) const {
@@ -229,6 +239,12 @@ Status PagedKvCache::CheckInvariants() const {
   if (prefix_) KVF_RETURN_IF_ERROR(prefix_->CheckInvariants());
   if (tables_.size() != static_cast<size_t>(mgr_.num_sequences()))
     return Status::Internal("dense table count differs from the block manager's");
+  for (const auto& [seq, c] : compacted_) {
+    if (!Contains(seq)) return Status::Internal("compaction state for an unknown sequence");
+    for (const auto& p : c.positions)
+      if (static_cast<int64_t>(p.size()) > NumTokens(seq))
+        return Status::Internal("slot positions past the sequence's slots");
+  }
   for (const auto& [seq, dense] : tables_) {
     const kvmeta::BlockTable* t = mgr_.Find(MakeSeqId(seq));
     if (t == nullptr || t->blocks().size() != dense.size())
@@ -259,11 +275,16 @@ const float* PagedKvCache::PreRopeKeys(int64_t pos0, int64_t n, const float* k, 
   return pre_rope_.data();
 }
 
-void PagedKvCache::Write(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k,
-                         const float* v, int64_t stride) {
+void PagedKvCache::WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t pos0, int64_t n,
+                           const float* k, const float* v, int64_t stride) {
   const auto& t = Table(seq);
   int64_t stride_k = stride;
-  KVF_DCHECK(pos0 >= 0 && n >= 0 && pos0 + n <= NumTokens(seq));
+  KVF_DCHECK(slot0 >= 0 && pos0 >= 0 && n >= 0 && slot0 + n <= NumTokens(seq));
+  if (auto it = compacted_.find(seq); it != compacted_.end() && !it->second.positions.empty()) {
+    auto& pos = it->second.positions[static_cast<size_t>(layer)];
+    pos.resize(static_cast<size_t>(slot0 + n));
+    for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(slot0 + i)] = static_cast<int32_t>(pos0 + i);
+  }
   if (fp8_calibrate_ && !scales_.calibrated(layer))
     scales_.Calibrate(layer, k, v, n, store_->config().head_dim, stride);
   if (nuq_k_ || nuq_v_) {
@@ -274,14 +295,14 @@ void PagedKvCache::Write(int32_t layer, int64_t seq, int64_t pos0, int64_t n, co
     }
   }
   if (kivi_k_) {
-    WriteKiviKeys(layer, seq, pos0, n, k, stride);
+    WriteKiviKeys(layer, seq, slot0, n, k, stride);
   } else {
-    WriteRows(KvKind::kKey, layer, t, pos0, n, k, stride_k);
+    WriteRows(KvKind::kKey, layer, t, slot0, n, k, stride_k);
   }
   if (kivi_v_) {
-    WriteKiviValues(layer, seq, pos0, n, v, stride);
+    WriteKiviValues(layer, seq, slot0, n, v, stride);
   } else {
-    WriteRows(KvKind::kValue, layer, t, pos0, n, v, stride);
+    WriteRows(KvKind::kValue, layer, t, slot0, n, v, stride);
   }
 }
 
@@ -439,6 +460,8 @@ kernels::KvPageView PagedKvCache::KeyView(int32_t layer, int64_t seq) const {
     v.nuq = &nuq_.key(layer);
     v.rope = nuq_post_rope_ ? nullptr : rope_.get();
     v.nuq_key = true;
+    if (auto it = compacted_.find(seq); it != compacted_.end() && !it->second.positions.empty())
+      v.positions = it->second.positions[static_cast<size_t>(layer)].data();
   }
   if (kivi_k_) AttachWindow(kivi_.at(seq).k[static_cast<size_t>(layer)], &v);
   return v;

@@ -19,11 +19,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "kvforge/status.h"
 #include "kvmeta/block_manager.h"
+#include "kvmeta/compaction.h"
 #include "kvmeta/prefix_cache.h"
 #include "kvquant/fp8_scales.h"
 #include "kvquant/nuq.h"
@@ -62,6 +64,14 @@ struct PagedKvCacheConfig {
   // below the sequence's residual window, which lives outside the blocks.
   bool prefix_caching = false;
   kvmeta::PrefixCacheMode prefix_mode = kvmeta::PrefixCacheMode::kHash;
+};
+
+// What a compacted sequence keeps beside its table (travels with it when it is swapped out).
+struct CompactionState {
+  int64_t evicted = 0;
+  std::vector<SlotRange> dead;  // per layer
+  // kvquant3 pre-RoPE keys whose slots are not their positions: [layer][slot] -> position.
+  std::vector<std::vector<int32_t>> positions;
 };
 
 class PagedKvCache final : public KvAccess {
@@ -126,9 +136,33 @@ class PagedKvCache final : public KvAccess {
 
   Status CheckInvariants() const;
 
+  // Eviction (docs/adr/0005). Applies a compaction plan to `seq`: the blocks the compacted prefix
+  // keeps are made private (copy-on-write of shared and prefix-cached blocks), every layer's kept
+  // slots move to the front (row bytes copied as they are; a KIVI stream is decoded and written
+  // again, its groups re-formed), and the blocks past plan.new_slots go back to the pool.
+  // reposition: positions are cache-relative (StreamingLLM): a key moved from slot s to slot d is
+  // re-rotated by d - s, so slot == position again; otherwise keys keep their positions (kvquant3
+  // pre-RoPE keys remember them per slot). False, nothing changed, when no block is free for the
+  // copies. A compacted sequence never publishes to the prefix cache again.
+  Result<bool> Compact(int64_t seq, const kvmeta::CompactionPlan& plan, bool reposition);
+  // Blocks Compact(seq, plan) would take from the pool (copy-on-write of shared kept blocks).
+  int64_t BlocksToCompact(int64_t seq, int64_t new_slots) const;
+  // Tokens evicted from `seq` so far (slot = token index - evicted for new tokens).
+  int64_t Evicted(int64_t seq) const;
+  bool IsCompacted(int64_t seq) const { return compacted_.count(seq) != 0; }
+  // Swapping: the state to keep while `seq`'s blocks are away (nullopt: never compacted), and
+  // back once its blocks are restored.
+  std::optional<CompactionState> ExportCompaction(int64_t seq) const;
+  void ImportCompaction(int64_t seq, CompactionState state);
+  // L2 norms of the keys of `slots` (all KV heads of a row together) in `layer` (knorm).
+  void KeyNorms(int64_t seq, int32_t layer, std::span<const int32_t> slots, float* out) const;
+  // Live slots of `seq` in `layer`: the table's slots minus the layer's dead range.
+  int64_t LiveSlots(int32_t layer, int64_t seq) const;
+
   // KvAccess.
-  void Write(int32_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k, const float* v,
-             int64_t stride) override;
+  void WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t pos0, int64_t n, const float* k,
+               const float* v, int64_t stride) override;
+  SlotRange DeadSlots(int32_t layer, int64_t seq) const override;
   kernels::KvPageView KeyView(int32_t layer, int64_t seq) const override;
   kernels::KvPageView ValueView(int32_t layer, int64_t seq) const override;
 
@@ -142,6 +176,13 @@ class PagedKvCache final : public KvAccess {
   struct KiviSeq {
     std::vector<Window> k, v;  // per layer
   };
+  // Compaction of one stream of one layer: rows copied as bytes, or decoded, moved, (re-rotated)
+  // and encoded again.
+  void CopyKeptRows(KvKind kind, int32_t layer, const std::vector<int32_t>& table,
+                    const std::vector<kvmeta::SlotMove>& moves);
+  void RewriteKeptRows(KvKind kind, int32_t layer, int64_t seq, const kvmeta::CompactionPlan& plan,
+                       bool rerotate);
+  bool RotatesKeysOnMove(bool reposition) const;
 
   PagedKvCache(kvmeta::BlockManager mgr, std::unique_ptr<KvStore> store)
       : mgr_(std::move(mgr)), store_(std::move(store)) {}
@@ -177,6 +218,8 @@ class PagedKvCache final : public KvAccess {
   bool kivi_k_ = false, kivi_v_ = false, kivi_eager_ = false;
   int64_t kivi_r_ = 128;
   std::unordered_map<int64_t, KiviSeq> kivi_;
+  std::unordered_map<int64_t, CompactionState> compacted_;
+  PagedKvCacheConfig::Rope rope_cfg_;
   // kvquant3: calibration, RoPE angles for keys, and scratch for pre-RoPE key rows.
   kvquant::NuqCalibration nuq_;
   bool nuq_k_ = false, nuq_v_ = false, nuq_post_rope_ = false;

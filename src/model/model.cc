@@ -105,8 +105,10 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
   for (const auto& s : batch.seqs) {
     if (s.n_tokens <= 0 || s.token_begin != covered || s.pos0 < 0)
       return Status::InvalidArgument("batch chunks must be contiguous, in order and non-empty");
+    if (s.observed != nullptr && s.observed_stride < s.first_slot() + s.n_tokens)
+      return Status::InvalidArgument("observer rows are shorter than the sequence's slots");
     covered += s.n_tokens;
-    max_kv = std::max(max_kv, s.pos0 + s.n_tokens);
+    max_kv = std::max(max_kv, s.first_slot() + s.n_tokens);
   }
   if (covered != n) return Status::InvalidArgument("batch chunks do not cover every token");
   KVF_RETURN_IF_ERROR(base::CheckTokenIds(batch.tokens, c.n_vocab));
@@ -155,22 +157,30 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
     }
     // Hand this step's K/V rows to the cache, which encodes them with its dtype's codec.
     for (const auto& s : batch.seqs)
-      kv.Write(static_cast<int32_t>(l), s.kv_seq, s.pos0, s.n_tokens,
-               ws.k.data() + s.token_begin * KD, ws.v.data() + s.token_begin * KD, KD);
+      kv.WriteAt(static_cast<int32_t>(l), s.kv_seq, s.first_slot(), s.pos0, s.n_tokens,
+                 ws.k.data() + s.token_begin * KD, ws.v.data() + s.token_begin * KD, KD);
     // Attention: tasks are (sequence, kv head, query chunk) so prefill and MQA still split.
+    // A task that observes for a policy gets its own row of ws.observed (no sharing between
+    // threads), summed into the sequence's row after the parallel loop.
     struct Task {
       size_t seq;
       int32_t kvh;
       int64_t q0, nq;
+      int64_t observed_row;  // -1: no observer
     };
     std::vector<Task> tasks;
     constexpr int64_t kQChunk = 16;
+    int64_t n_observing = 0;
     for (size_t si = 0; si < batch.seqs.size(); ++si) {
       const auto& s = batch.seqs[si];
       for (int32_t h = 0; h < c.n_head_kv; ++h)
-        for (int64_t q0 = 0; q0 < s.n_tokens; q0 += kQChunk)
-          tasks.push_back({si, h, q0, std::min(kQChunk, s.n_tokens - q0)});
+        for (int64_t q0 = 0; q0 < s.n_tokens; q0 += kQChunk) {
+          const int64_t nq = std::min(kQChunk, s.n_tokens - q0);
+          const bool observes = s.observed != nullptr && q0 + nq > s.observe_from;
+          tasks.push_back({si, h, q0, nq, observes ? n_observing++ : -1});
+        }
     }
+    if (n_observing > 0) ws.observed.assign(static_cast<size_t>(n_observing * max_kv), 0.0f);
     pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t b, int64_t e, int th) {
       for (int64_t ti = b; ti < e; ++ti) {
         const Task& task = tasks[static_cast<size_t>(ti)];
@@ -181,7 +191,14 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
         a.out = ws.attn.data() + (s.token_begin + task.q0) * QD;
         a.out_stride = QD;
         a.n_q = task.nq;
-        a.pos0 = s.pos0 + task.q0;
+        a.slot0 = s.first_slot() + task.q0;
+        const kvstore::SlotRange dead = kv.DeadSlots(static_cast<int32_t>(l), s.kv_seq);
+        a.dead_begin = dead.begin;
+        a.dead_end = dead.end;
+        if (task.observed_row >= 0) {
+          a.slot_scores = ws.observed.data() + task.observed_row * max_kv;
+          a.observe_from = s.observe_from - task.q0;
+        }
         a.n_head = static_cast<int32_t>(c.n_head);
         a.n_kv_head = static_cast<int32_t>(c.n_head_kv);
         a.head_dim = static_cast<int32_t>(HD);
@@ -191,6 +208,13 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
         kt.attention(a, task.kvh, task.kvh + 1, ws.scratch[static_cast<size_t>(th)].data());
       }
     });
+    for (const Task& task : tasks) {
+      if (task.observed_row < 0) continue;
+      const auto& s = batch.seqs[task.seq];
+      const float* src = ws.observed.data() + task.observed_row * max_kv;
+      float* dst = s.observed + l * s.observed_stride;
+      for (int64_t p = 0; p < s.first_slot() + s.n_tokens; ++p) dst[p] += src[p];
+    }
     MatMul(L.wo, ws.attn.data(), n, ws.xn.data(), ws, pool);
     for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.xn[i];
     // Feed-forward block (SwiGLU).

@@ -27,7 +27,9 @@ class ThreadPool;
 namespace kvforge::model {
 
 // One sequence's part of a step: tokens [token_begin, token_begin + n_tokens) of the batch, at
-// positions pos0 .. pos0 + n_tokens - 1, in KV slot `kv_seq`.
+// RoPE positions pos0 .. pos0 + n_tokens - 1, in KV sequence `kv_seq`, written at KV slots
+// slot0 .. slot0 + n_tokens - 1 (slots are not positions once a policy evicted tokens,
+// docs/adr/0005).
 struct SeqChunk {
   int64_t kv_seq = 0;
   int64_t pos0 = 0;
@@ -35,6 +37,15 @@ struct SeqChunk {
   int64_t n_tokens = 0;
   bool logits_all = false;  // logits for every token (perplexity) instead of only the last
   bool logits_last = true;  // logits for the last token of the chunk
+  int64_t slot0 = -1;       // -1: slot0 == pos0 (nothing evicted)
+  // The observer a KV policy asked for (nullptr: none, and no cost): the attention weights of the
+  // chunk's queries observe_from .. n_tokens - 1, summed over queries and heads, are added per
+  // slot into observed[layer * observed_stride + slot] (observed_stride >= slot0 + n_tokens).
+  float* observed = nullptr;
+  int64_t observed_stride = 0;
+  int64_t observe_from = 0;
+
+  int64_t first_slot() const { return slot0 < 0 ? pos0 : slot0; }
 };
 
 struct Batch {
@@ -51,6 +62,7 @@ class Workspace {
   std::vector<float> x, xn, q, k, v, attn, gate, up, ffn;
   std::vector<uint8_t> act;                 // prepared activations
   std::vector<std::vector<float>> scratch;  // per-thread attention scores
+  std::vector<float> observed;              // [tasks][slots] observer rows of one layer
   int64_t tokens_capacity = 0;
   int64_t kv_capacity = 0;
 };

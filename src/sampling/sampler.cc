@@ -31,6 +31,7 @@ Status SamplingParams::Validate() const {
   if (beam_width > 1 && n > beam_width) return bad("n must not exceed beam_width");
   if (!std::isfinite(length_penalty) || length_penalty < 0 || length_penalty > 10)
     return bad("length_penalty must be in [0, 10]");
+  if (kv_policy) KVF_RETURN_IF_ERROR(ValidateKvPolicy(*kv_policy).WithContext("kv_policy"));
   return Status::Ok();
 }
 

@@ -189,7 +189,7 @@ void Check(KvDtype kd, bool k_groups, KvDtype vd, const Shape& s, int32_t bt, in
   a.q_stride = s.n_head * s.hd;
   a.out_stride = s.n_head * s.hd;
   a.n_q = n_q;
-  a.pos0 = pos0;
+  a.slot0 = pos0;
   a.n_head = s.n_head;
   a.n_kv_head = s.n_kv;
   a.head_dim = s.hd;

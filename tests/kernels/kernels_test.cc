@@ -259,7 +259,7 @@ TEST(KernelsTest, AttentionOverShuffledPagesMatchesReference) {
       a.q_stride = n_head * hd;
       a.out_stride = n_head * hd;
       a.n_q = n_q;
-      a.pos0 = pos0;
+      a.slot0 = pos0;
       a.n_head = n_head;
       a.n_kv_head = n_kv;
       a.head_dim = hd;

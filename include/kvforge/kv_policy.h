@@ -1,0 +1,64 @@
+// kvforge/kv_policy.h — which KV tokens a sequence keeps (eviction, docs/kv_cache.md#eviction).
+//
+// A policy bounds a sequence's KV to a budget of tokens per layer by evicting the rest, chosen by
+// the method's statistic; it is set per engine (EngineConfig::kv_policy) and may be overridden
+// per request (SamplingParams::kv_policy). Names are those of the CLI, server and Python API.
+//   none       keep everything (the default)
+//   streaming  StreamingLLM: `sinks` first tokens + the most recent ones; positions are
+//              cache-relative, so generation runs past the trained context in O(1) memory
+//   h2o        heavy hitters by accumulated attention + a recent window (`window`, default
+//              budget / 2)
+//   tova       the tokens the newest query attends to most (the newest token always stays)
+//   knorm      the tokens whose keys have the smallest L2 norm (newest token stays)
+//   snapkv     one shot at the end of the prompt: attention of the last `window` (32) prompt
+//              tokens, average-pooled over `pool_kernel` (7) slots, picks the rest of the budget;
+//              the window stays; generated tokens are all kept
+//   pyramidkv  snapkv with per-layer budgets falling linearly from the first layer to the last
+//              (`beta` 20: the last layer keeps (budget - window) / beta), same mean budget
+//   random     a uniformly random subset (control); the newest token stays
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kvforge/status.h"
+
+namespace kvforge {
+
+enum class KvPolicyKind : uint8_t {
+  kNone,
+  kStreaming,
+  kH2O,
+  kTova,
+  kKnorm,
+  kSnapKV,
+  kPyramidKV,
+  kRandom,
+};
+
+struct KvPolicy {
+  KvPolicyKind kind = KvPolicyKind::kNone;
+  // >= 1: tokens kept per sequence (per layer); in (0, 1): that fraction of the prompt.
+  double budget = 0;
+  int32_t sinks = 4;        // streaming: attention sinks
+  int32_t window = -1;      // -1: the method's default (h2o budget / 2; snapkv/pyramidkv 32)
+  int32_t pool_kernel = 7;  // snapkv / pyramidkv: average-pooling width (odd)
+  float beta = 20.0f;       // pyramidkv: first-to-last layer budget ratio parameter
+  uint64_t seed = 0;        // random
+
+  bool enabled() const { return kind != KvPolicyKind::kNone; }
+  bool operator==(const KvPolicy&) const = default;
+};
+
+std::string_view KvPolicyName(KvPolicyKind kind);
+// Unknown names are an error listing the known ones.
+Result<KvPolicyKind> ParseKvPolicyKind(std::string_view name);
+// "none", "streaming", ... separated by ", " (for help texts and errors).
+std::string KvPolicyNames();
+// Clear error for impossible parameters (a budget <= 0 for an enabled policy, sinks >= budget, an
+// even pooling kernel, ...).
+Status ValidateKvPolicy(const KvPolicy& p);
+
+}  // namespace kvforge

@@ -1,0 +1,125 @@
+#include "engine/kv_eviction.h"
+
+#include <algorithm>
+
+namespace kvforge::engine {
+
+SeqEviction::SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t n_layer,
+                         int32_t block_tokens)
+    : policy_(policy),
+      prompt_tokens_(prompt_tokens),
+      budget_(kvpolicy::BudgetTokens(policy, prompt_tokens)),
+      n_layer_(n_layer),
+      slack_(std::max<int32_t>(block_tokens, 1)),
+      rng_(policy.seed) {}
+
+void SeqEviction::PrepareChunk(const kvstore::PagedKvCache& cache, int64_t token_pos,
+                               model::SeqChunk* chunk) {
+  if (compacted_ && !cache.IsCompacted(chunk->kv_seq)) {
+    // Recompute preemption freed the KV: the prompt (and what was generated) is computed again
+    // and the policy runs over it afresh.
+    compacted_ = false;
+    one_shot_done_ = false;
+    scores_.Clear();
+  }
+  const int64_t slot0 = token_pos - cache.Evicted(chunk->kv_seq);
+  chunk->slot0 = slot0;
+  chunk->pos0 = kvpolicy::RepositionsKeys(policy_.kind) ? slot0 : token_pos;
+  const KvPolicyKind k = policy_.kind;
+  if (!kvpolicy::ObservesAttention(k)) return;
+  int64_t from = 0;
+  if (k == KvPolicyKind::kTova) {
+    scores_.Clear();  // only the newest query's weights count
+    from = chunk->n_tokens - 1;
+  } else if (kvpolicy::IsOneShot(k)) {
+    // The observation window: the last `window` prompt tokens, whichever chunks they fall in.
+    const int64_t window_begin = prompt_tokens_ - kvpolicy::ObservationWindow(policy_);
+    if (one_shot_done_ || token_pos + chunk->n_tokens <= window_begin) return;
+    from = std::max<int64_t>(0, window_begin - token_pos);
+  }
+  scores_.Ensure(n_layer_, slot0 + chunk->n_tokens);
+  chunk->observed = scores_.data();
+  chunk->observed_stride = scores_.stride();
+  chunk->observe_from = from;
+}
+
+Result<bool> SeqEviction::AfterStep(kvstore::PagedKvCache& cache, int64_t seq, int64_t computed) {
+  const int64_t slots = cache.NumTokens(seq);
+  peak_slots_ = std::max(peak_slots_, slots);
+  if (kvpolicy::IsOneShot(policy_.kind)) {
+    if (one_shot_done_ || computed < prompt_tokens_) return false;
+    one_shot_done_ = true;
+    if (slots <= budget_) return false;
+  } else if (slots < budget_ + slack_) {
+    return false;
+  }
+  return Compact(cache, seq);
+}
+
+std::vector<float> SeqEviction::LayerScores(const kvstore::PagedKvCache& cache, int64_t seq,
+                                            int32_t layer, const std::vector<int32_t>& live) {
+  std::vector<float> s(live.size(), 0.0f);
+  switch (policy_.kind) {
+    case KvPolicyKind::kH2O:
+    case KvPolicyKind::kTova:
+      for (size_t i = 0; i < live.size(); ++i) s[i] = scores_.layer(layer)[live[i]];
+      break;
+    case KvPolicyKind::kSnapKV:
+    case KvPolicyKind::kPyramidKV: {
+      for (size_t i = 0; i < live.size(); ++i) s[i] = scores_.layer(layer)[live[i]];
+      s = kvpolicy::AvgPool1d(s, policy_.pool_kernel);
+      break;
+    }
+    case KvPolicyKind::kKnorm: {
+      cache.KeyNorms(seq, layer, live, s.data());
+      for (float& x : s) x = -x;  // small norms are kept
+      break;
+    }
+    case KvPolicyKind::kRandom: {
+      std::uniform_real_distribution<float> u(0.0f, 1.0f);
+      for (float& x : s) x = u(rng_);
+      break;
+    }
+    default:
+      break;  // streaming: sinks and recent only
+  }
+  return s;
+}
+
+Result<bool> SeqEviction::Compact(kvstore::PagedKvCache& cache, int64_t seq) {
+  const int64_t slots = cache.NumTokens(seq);
+  std::vector<int64_t> budgets(static_cast<size_t>(n_layer_), budget_);
+  if (policy_.kind == KvPolicyKind::kPyramidKV)
+    budgets = kvpolicy::PyramidBudgets(budget_, kvpolicy::ObservationWindow(policy_), n_layer_,
+                                       policy_.beta);
+  std::vector<std::vector<int32_t>> keep(static_cast<size_t>(n_layer_));
+  std::vector<int64_t> dead_begin, dead_end;
+  bool drops = false;
+  for (int32_t l = 0; l < n_layer_; ++l) {
+    const kvstore::SlotRange dead = cache.DeadSlots(l, seq);
+    dead_begin.push_back(dead.begin);
+    dead_end.push_back(dead.end);
+    std::vector<int32_t> live;
+    live.reserve(static_cast<size_t>(slots));
+    for (int64_t p = 0; p < slots; ++p)
+      if (p < dead.begin || p >= dead.end) live.push_back(static_cast<int32_t>(p));
+    const int64_t b = budgets[static_cast<size_t>(l)];
+    const std::vector<float> score = LayerScores(cache, seq, l, live);
+    keep[static_cast<size_t>(l)] = kvpolicy::SelectKept(live, score, b, kvpolicy::FrontKept(policy_),
+                                                        kvpolicy::RecentKept(policy_, b));
+    drops = drops || keep[static_cast<size_t>(l)].size() < live.size();
+  }
+  if (!drops) return false;
+  KVF_ASSIGN_OR_RETURN(kvmeta::CompactionPlan plan,
+                       kvmeta::PlanCompaction(slots, std::move(keep), dead_begin, dead_end));
+  KVF_ASSIGN_OR_RETURN(bool done,
+                       cache.Compact(seq, plan, kvpolicy::RepositionsKeys(policy_.kind)));
+  if (!done) return false;
+  scores_.Compact(plan.keep);
+  compacted_ = true;
+  ++compactions_;
+  evicted_tokens_ += plan.evicted();
+  return true;
+}
+
+}  // namespace kvforge::engine

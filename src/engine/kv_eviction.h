@@ -1,0 +1,60 @@
+// engine/kv_eviction.h — one sequence's KV eviction (docs/adr/0005-kv-slots-and-eviction.md):
+// the resolved policy and budget, the statistics the forward pass's observer gathers for it, and
+// the step that turns them into a compaction of the sequence's KV.
+//
+// Per step the engine (1) maps the scheduler's token index to the chunk's KV slot (token index -
+// tokens evicted so far) and RoPE position (the token index, or the slot for cache-relative
+// StreamingLLM), (2) lets PrepareChunk attach the observer the policy needs, (3) runs the forward
+// and (4) calls AfterStep, which compacts when the policy says so (continuous methods once the
+// sequence exceeds its budget by a block, one-shot methods when the prompt is done).
+// Thread-safety: engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+#include "kvforge/kv_policy.h"
+#include "kvpolicy/selection.h"
+#include "kvstore/paged_kv_cache.h"
+#include "model/model.h"
+
+namespace kvforge::engine {
+
+class SeqEviction {
+ public:
+  // `policy` must be valid and enabled; prompt_tokens fixes a fractional budget.
+  SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t n_layer, int32_t block_tokens);
+
+  const KvPolicy& policy() const { return policy_; }
+  int64_t budget() const { return budget_; }
+  int64_t compactions() const { return compactions_; }
+  int64_t evicted_tokens() const { return evicted_tokens_; }
+  int64_t peak_slots() const { return peak_slots_; }
+
+  // Fills the chunk's slot, RoPE position and observer for `token_pos` (the scheduler's index of
+  // its first token). A sequence that lost its KV (recompute preemption) starts over here.
+  void PrepareChunk(const kvstore::PagedKvCache& cache, int64_t token_pos, model::SeqChunk* chunk);
+  // After the forward of a chunk ending at token index `computed`: compacts `seq` if due.
+  // Returns whether it did (false also when the pool had no block for a copy-on-write: retried
+  // at the next step).
+  Result<bool> AfterStep(kvstore::PagedKvCache& cache, int64_t seq, int64_t computed);
+
+ private:
+  // Per-layer statistic for each live slot (higher keeps), for SelectKept.
+  std::vector<float> LayerScores(const kvstore::PagedKvCache& cache, int64_t seq, int32_t layer,
+                                 const std::vector<int32_t>& live);
+  Result<bool> Compact(kvstore::PagedKvCache& cache, int64_t seq);
+
+  KvPolicy policy_;
+  int64_t prompt_tokens_ = 0;
+  int64_t budget_ = 0;
+  int32_t n_layer_ = 0;
+  int32_t slack_ = 0;  // continuous methods compact once budget + slack slots are held
+  bool one_shot_done_ = false;
+  bool compacted_ = false;
+  int64_t compactions_ = 0, evicted_tokens_ = 0, peak_slots_ = 0;
+  kvpolicy::SlotScores scores_;  // [layer][slot] observer sums
+  std::mt19937_64 rng_;
+};
+
+}  // namespace kvforge::engine

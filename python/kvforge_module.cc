@@ -49,6 +49,37 @@ namespace {
   }
 }
 
+// A request's KV policy from the Python dict {"name", "budget", "sinks", "window", "pool_kernel",
+// "beta", "seed"} (missing keys keep their defaults); bad values raise ValueError.
+KvPolicy KvPolicyFrom(const py::handle& value) {
+  const py::dict d = py::cast<py::dict>(value);
+  KvPolicy k;
+  for (const auto& [key_obj, v] : d) {
+    const std::string key = py::cast<std::string>(key_obj);
+    if (key == "name") {
+      Result<KvPolicyKind> kind = ParseKvPolicyKind(py::cast<std::string>(v));
+      if (!kind.ok()) Raise(kind.error());
+      k.kind = *kind;
+    } else if (key == "budget") {
+      k.budget = py::cast<double>(v);
+    } else if (key == "sinks") {
+      k.sinks = py::cast<int32_t>(v);
+    } else if (key == "window") {
+      k.window = py::cast<int32_t>(v);
+    } else if (key == "pool_kernel") {
+      k.pool_kernel = py::cast<int32_t>(v);
+    } else if (key == "beta") {
+      k.beta = py::cast<float>(v);
+    } else if (key == "seed") {
+      k.seed = py::cast<uint64_t>(v);
+    } else {
+      throw py::type_error("unknown kv_policy parameter '" + key + "'");
+    }
+  }
+  if (Status s = ValidateKvPolicy(k); !s.ok()) Raise(s.WithContext("kv_policy"));
+  return k;
+}
+
 // The SamplingParams fields the Python side passes, by their C++ names. One list: adding a field
 // to SamplingParams means adding one line here and one attribute in sampling_params.py.
 SamplingParams ToSamplingParams(const py::dict& d) {
@@ -91,6 +122,8 @@ SamplingParams ToSamplingParams(const py::dict& d) {
       p.length_penalty = py::cast<float>(value);
     else if (key == "cache_salt")
       p.cache_salt = py::cast<std::string>(value);
+    else if (key == "kv_policy")
+      p.kv_policy = KvPolicyFrom(value);
     else
       throw py::type_error("unknown sampling parameter '" + key + "'");
   }
@@ -130,6 +163,8 @@ py::dict ToDict(const RequestOutput& o) {
   m["generated_tokens"] = o.metrics.generated_tokens;
   m["num_preemptions"] = o.metrics.num_preemptions;
   m["cached_tokens"] = o.metrics.cached_tokens;
+  m["kv_evicted_tokens"] = o.metrics.kv_evicted_tokens;
+  m["kv_peak_tokens"] = o.metrics.kv_peak_tokens;
   d["metrics"] = std::move(m);
   return d;
 }

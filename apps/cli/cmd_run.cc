@@ -248,8 +248,10 @@ int RunMain(const Args& args) {
     out += "],\"text\":" + base::JsonQuote(r.text);
     out += base::StrFormat(
         ",\"finish_reason\":\"%s\",\"ttft_ms\":%.3f,\"prefill_tokens_per_s\":%.2f,"
-        "\"decode_tokens_per_s\":%.2f}\n",
-        FinishReasonName(r.finish), r.ttft_ms, r.prefill_tokens_per_s, r.decode_tokens_per_s);
+        "\"decode_tokens_per_s\":%.2f,\"kv_evicted_tokens\":%lld,\"kv_peak_tokens\":%lld,"
+        "\"kv_final_tokens\":%lld}\n",
+        FinishReasonName(r.finish), r.ttft_ms, r.prefill_tokens_per_s, r.decode_tokens_per_s,
+        (long long)r.kv_evicted_tokens, (long long)r.kv_peak_tokens, (long long)r.kv_final_tokens);
     std::fputs(out.c_str(), stdout);
   } else {
     std::fputs("\n", stdout);
@@ -259,6 +261,10 @@ int RunMain(const Args& args) {
         "generated %zu tokens, decode %.1f tokens/s (%d threads, finish: %s)\n",
         r.prompt_tokens.size(), r.prefill_tokens_per_s, r.ttft_ms, r.tokens.size(),
         r.decode_tokens_per_s, (*engine)->num_threads(), FinishReasonName(r.finish));
+    if (r.kv_peak_tokens > 0)
+      std::fprintf(stderr, "kvforge: KV eviction: %lld tokens evicted, at most %lld held, %lld at "
+                   "the end\n", (long long)r.kv_evicted_tokens, (long long)r.kv_peak_tokens,
+                   (long long)r.kv_final_tokens);
   }
   return 0;
 }

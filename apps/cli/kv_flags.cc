@@ -1,6 +1,9 @@
 #include "kv_flags.h"
 
+#include <utility>
+
 #include "kvforge/config_names.h"
+#include "kvforge/kv_policy.h"
 
 namespace kvforge::cli {
 
@@ -20,6 +23,15 @@ void AddKvFlags(FlagParser& p, KvFlags* f) {
   p.AddBool("kv-turbo-qjl", &f->turbo_qjl,
             "turbo3/turbo4 keys: (b-1)-bit codes + 1-bit QJL sketch of the residual (unbiased dot "
             "products; TurboQuant-prod)");
+  p.AddString("kv-policy", &f->policy, "KV eviction policy: " + KvPolicyNames());
+  p.AddString("kv-budget", &f->budget,
+              "KV tokens kept per sequence (e.g. 512), or a fraction of the prompt (e.g. 0.2)");
+  p.AddString("kv-sinks", &f->sinks, "streaming: attention sinks kept (default 4)");
+  p.AddString("kv-window", &f->window,
+              "h2o: recent tokens kept (default budget/2); snapkv/pyramidkv: observation window "
+              "(default 32)");
+  p.AddString("kv-pool-kernel", &f->pool_kernel, "snapkv/pyramidkv: score pooling width (7)");
+  p.AddString("kv-pyramid-beta", &f->pyramid_beta, "pyramidkv: layer budget slope (20)");
 }
 
 Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
@@ -33,7 +45,21 @@ Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
   config->kv_scales = f.scales;
   config->kv_scales_per_head = f.scales_per_head;
   config->kv_turbo_qjl = f.turbo_qjl;
-  return Status::Ok();
+  const std::pair<const char*, const std::string*> policy_fields[] = {
+      {"kv_policy", &f.policy},       {"kv_budget", &f.budget},
+      {"kv_sinks", &f.sinks},         {"kv_window", &f.window},
+      {"kv_pool_kernel", &f.pool_kernel}, {"kv_pyramid_beta", &f.pyramid_beta},
+  };
+  for (const auto& [name, text] : policy_fields) {
+    if (text->empty()) continue;
+    std::string flag = std::string("--") + name;
+    for (char& c : flag)
+      if (c == '_') c = '-';
+    KVF_RETURN_IF_ERROR(SetConfigField(config, name, *text).WithContext(flag));
+  }
+  if (config->kv_policy.enabled() && f.budget.empty())
+    return Status::InvalidArgument("--kv-policy " + f.policy + " needs --kv-budget");
+  return ValidateKvPolicy(config->kv_policy);
 }
 
 }  // namespace kvforge::cli

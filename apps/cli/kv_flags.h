@@ -1,7 +1,8 @@
 // kv_flags.h — the KV-cache dtype flags shared by run, serve, bench latency and eval:
 //   --kv-dtype T (vLLM's --kv-cache-dtype), --kv-dtype-k / --kv-dtype-v (llama.cpp -ctk / -ctv),
 //   --kv-scales (FP8: "calibrate" or a scales file), --kv-scales-per-head, --kv-turbo-qjl (turbo
-//   keys in the TurboQuant-prod format).
+//   keys in the TurboQuant-prod format), and KV eviction: --kv-policy NAME --kv-budget B with the
+//   method's parameters --kv-sinks, --kv-window, --kv-pool-kernel, --kv-pyramid-beta.
 #pragma once
 
 #include <string>
@@ -18,6 +19,9 @@ struct KvFlags {
   std::string scales;
   bool scales_per_head = false;
   bool turbo_qjl = false;
+  // Eviction: text forms of EngineConfig's kv_policy fields (empty: the default).
+  std::string policy = "none";
+  std::string budget, sinks, window, pool_kernel, pyramid_beta;
 };
 
 void AddKvFlags(FlagParser& p, KvFlags* f);

@@ -50,6 +50,10 @@ struct GenerationResult {
   double decode_tokens_per_s = 0;  // tokens after the first / decode time
   std::vector<double> itl_ms;      // inter-token latencies
   std::vector<float> logprobs;     // of each generated token (raw logits, before penalties)
+  // KV eviction (kv_policy): tokens evicted, the most KV slots held, the slots held at the end.
+  int64_t kv_evicted_tokens = 0;
+  int64_t kv_peak_tokens = 0;
+  int64_t kv_final_tokens = 0;
 };
 
 // Called with each new piece of text (complete UTF-8) and its token id; return false to stop.

@@ -13,13 +13,37 @@ def _check_type(name, value, types, what):
         raise TypeError(f"SamplingParams.{name} must be {what}, not {type(value).__name__}")
 
 
+def _kv_policy_dict(kv_policy, kv_budget):
+    """The engine's kv_policy dict from a name (+ kv_budget) or a dict; None when unset."""
+    if kv_policy is None:
+        if kv_budget is not None:
+            raise ValueError("SamplingParams.kv_budget needs kv_policy")
+        return None
+    if isinstance(kv_policy, str):
+        policy = {"name": kv_policy}
+    elif isinstance(kv_policy, dict):
+        policy = dict(kv_policy)
+    else:
+        raise TypeError("SamplingParams.kv_policy must be a policy name, a dict or None, not "
+                        f"{type(kv_policy).__name__}")
+    if kv_budget is not None:
+        _check_type("kv_budget", kv_budget, (int, float), "a number")
+        policy["budget"] = float(kv_budget)
+    if policy.get("name", "none") != "none" and "budget" not in policy:
+        raise ValueError(f"kv_policy {policy.get('name')!r} needs a budget (kv_budget)")
+    return policy
+
+
 class SamplingParams:
     """How to sample a request's tokens. Defaults are vLLM's (temperature 1.0, top_p 1.0, top_k
     disabled, max_tokens 16, penalties over the whole sequence); out-of-range values raise
     ValueError with the engine's message, wrong types TypeError.
 
     kvforge extensions: ``beam_width`` / ``length_penalty`` (beam search on shared KV blocks),
-    ``cache_salt`` (prefix-cache isolation), ``penalty_last_n`` (-1: the whole sequence).
+    ``cache_salt`` (prefix-cache isolation), ``penalty_last_n`` (-1: the whole sequence),
+    ``kv_policy`` / ``kv_budget`` (KV eviction for this request: a policy name such as
+    ``"snapkv"`` with ``kv_budget`` tokens or a fraction of the prompt, or a dict
+    ``{"name", "budget", "sinks", "window", "pool_kernel", "beta", "seed"}``; None: the engine's).
     """
 
     def __init__(self, n: int = 1, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
@@ -30,7 +54,8 @@ class SamplingParams:
                  max_tokens: Optional[int] = 16, logprobs: Optional[int] = None,
                  skip_special_tokens: bool = True, beam_width: int = 0,
                  length_penalty: float = 1.0, cache_salt: Optional[str] = None,
-                 penalty_last_n: int = -1):
+                 penalty_last_n: int = -1, kv_policy: Optional[Union[str, dict]] = None,
+                 kv_budget: Optional[float] = None):
         _check_type("n", n, (int,), "an int")
         for name, value in (("presence_penalty", presence_penalty),
                             ("frequency_penalty", frequency_penalty),
@@ -82,6 +107,7 @@ class SamplingParams:
         self.length_penalty = float(length_penalty)
         self.cache_salt = cache_salt
         self.penalty_last_n = penalty_last_n
+        self.kv_policy = _kv_policy_dict(kv_policy, kv_budget)
         # The engine's own checks, with its messages (ValueError).
         _kvforge.check_sampling_params(self._to_engine(max_tokens or 16, None))
 
@@ -109,6 +135,7 @@ class SamplingParams:
             "beam_width": self.beam_width,
             "length_penalty": self.length_penalty,
             "cache_salt": self.cache_salt or "",
+            **({"kv_policy": self.kv_policy} if self.kv_policy is not None else {}),
         }
 
     def __repr__(self) -> str:

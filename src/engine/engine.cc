@@ -13,6 +13,7 @@
 #include "base/token_ids.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_calibrate.h"
+#include "engine/kv_eviction.h"
 #include "engine/kv_options.h"
 #include "engine/stop_checker.h"
 #include "gguf/gguf_reader.h"
@@ -42,17 +43,36 @@ struct Engine::Impl {
   ModelInfo info;
   int64_t max_ctx = 0;
 
-  // Prefills tokens[from..] into slot 0 starting at position `from`; logits of the last token.
-  Status Prefill(const std::vector<int32_t>& tokens, int64_t from, std::vector<float>* logits) {
-    if (!kv->EnsureTokens(0, static_cast<int64_t>(tokens.size())))
-      return Status::ResourceExhausted("KV cache too small for the prompt");
+  // Prefills tokens[from..] into sequence 0 starting at position `from`; logits of the last
+  // token. With an eviction policy each chunk may compact the sequence before the next.
+  Status Prefill(const std::vector<int32_t>& tokens, int64_t from, std::vector<float>* logits,
+                 engine::SeqEviction* evict = nullptr) {
     const int64_t n = static_cast<int64_t>(tokens.size());
+    if (evict == nullptr && !kv->EnsureTokens(0, n))
+      return Status::ResourceExhausted("KV cache too small for the prompt");
     for (int64_t b = from; b < n; b += opts.max_num_batched_tokens) {
       const int64_t e = std::min(n, b + opts.max_num_batched_tokens);
       model::Batch batch;
       batch.tokens.assign(tokens.begin() + b, tokens.begin() + e);
       batch.seqs.push_back({0, b, 0, e - b, false, e == n});
-      KVF_RETURN_IF_ERROR(model->Forward(batch, *kv, ws, *pool, logits));
+      KVF_RETURN_IF_ERROR(Step(batch, b, evict, logits));
+    }
+    return Status::Ok();
+  }
+
+  // One forward of batch (one chunk of sequence 0 starting at token index `token_pos`).
+  Status Step(model::Batch& batch, int64_t token_pos, engine::SeqEviction* evict,
+              std::vector<float>* logits) {
+    model::SeqChunk& chunk = batch.seqs.front();
+    if (evict != nullptr) {
+      if (!kv->EnsureTokens(0, token_pos + chunk.n_tokens - kv->Evicted(0)))
+        return Status::ResourceExhausted("KV cache exhausted");
+      evict->PrepareChunk(*kv, token_pos, &chunk);
+    }
+    KVF_RETURN_IF_ERROR(model->Forward(batch, *kv, ws, *pool, logits));
+    if (evict != nullptr) {
+      Result<bool> compacted = evict->AfterStep(*kv, 0, token_pos + chunk.n_tokens);
+      if (!compacted.ok()) return compacted.error();
     }
     return Status::Ok();
   }
@@ -209,7 +229,19 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   const int64_t n_vocab = im.model->config().n_vocab;
   if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   KVF_RETURN_IF_ERROR(base::CheckTokenIds(prompt, n_vocab).WithContext("prompt"));
-  const int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  const KvPolicy kv_policy = params.kv_policy.value_or(im.opts.kv_policy);
+  KVF_RETURN_IF_ERROR(ValidateKvPolicy(kv_policy).WithContext("kv_policy"));
+  const bool streaming = kv_policy.kind == KvPolicyKind::kStreaming;
+  std::unique_ptr<engine::SeqEviction> evict;
+  if (kv_policy.enabled())
+    evict = std::make_unique<engine::SeqEviction>(
+        kv_policy, static_cast<int64_t>(prompt.size()),
+        static_cast<int32_t>(im.model->config().n_layer), im.kv->block_tokens());
+  int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  // StreamingLLM's cache-relative positions let generation run past the context in O(1) KV.
+  if (streaming && static_cast<int64_t>(prompt.size()) <= im.max_ctx)
+    need = std::min(need, static_cast<int64_t>(prompt.size()) + evict->budget() +
+                              im.kv->block_tokens());
   if (need > im.max_ctx)
     return Status::InvalidArgument(base::StrFormat(
         "this request needs %lld tokens (prompt %zu + max_tokens %d) but the context holds %lld",
@@ -223,7 +255,7 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   const auto t0 = Clock::now();
   im.kv->Free(0);
   std::vector<float> logits;
-  KVF_RETURN_IF_ERROR(im.Prefill(prompt, 0, &logits));
+  KVF_RETURN_IF_ERROR(im.Prefill(prompt, 0, &logits, evict.get()));
   r.prefill_ms = MsSince(t0);
   r.prefill_tokens_per_s = prompt.size() / std::max(1e-9, r.prefill_ms / 1000.0);
 
@@ -261,12 +293,20 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
       break;
     }
     const int64_t pos = static_cast<int64_t>(history.size()) - 1;
-    if (pos + 1 >= im.max_ctx) break;  // context full: finish with "length"
-    if (!im.kv->EnsureTokens(0, pos + 1)) return Status::ResourceExhausted("KV cache exhausted");
+    // Context full: finish with "length" (streaming counts slots: its positions are the cache's).
+    const int64_t held = streaming ? pos - im.kv->Evicted(0) : pos;
+    if (held + 1 >= im.max_ctx) break;
+    if (!evict && !im.kv->EnsureTokens(0, pos + 1))
+      return Status::ResourceExhausted("KV cache exhausted");
     model::Batch batch;
     batch.tokens = {tok};
     batch.seqs.push_back({0, pos, 0, 1, false, true});
-    KVF_RETURN_IF_ERROR(im.model->Forward(batch, *im.kv, im.ws, *im.pool, &logits));
+    KVF_RETURN_IF_ERROR(im.Step(batch, pos, evict.get(), &logits));
+  }
+  if (evict) {
+    r.kv_evicted_tokens = evict->evicted_tokens();
+    r.kv_peak_tokens = evict->peak_slots();
+    r.kv_final_tokens = im.kv->NumTokens(0);
   }
   if (!stopped) {  // the context is full (or max_tokens was 0)
     r.finish = FinishReason::kLength;

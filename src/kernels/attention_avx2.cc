@@ -134,6 +134,7 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
       for (int32_t g = 0; g < group; ++g) {
         MaskDeadSlots(a, scratch + g * n_kv, n_kv);
         SoftmaxAvx2(scratch + g * n_kv, n_kv);
+        ClearDeadWeights(a, scratch + g * n_kv, n_kv);
         ObserveWeights(a, i, scratch + g * n_kv, n_kv);
       }
       float* o0 = a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;

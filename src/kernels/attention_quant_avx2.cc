@@ -482,6 +482,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
     for (int32_t g = 0; g < group; ++g) {
       MaskDeadSlots(a, s + g * n_kv, n_kv);
       SoftmaxAvx2(s + g * n_kv, n_kv);
+      ClearDeadWeights(a, s + g * n_kv, n_kv);
       ObserveWeights(a, i, s + g * n_kv, n_kv);
     }
     float* o0 = o_of(i);

@@ -50,6 +50,11 @@ inline void MaskDeadSlots(const AttentionArgs& a, float* s, int64_t n_kv) {
   const int64_t end = a.dead_end < n_kv ? a.dead_end : n_kv;
   for (int64_t p = a.dead_begin; p < end; ++p) s[p] = -1e30f;
 }
+// After a SIMD softmax (whose exp clamps at -87, leaving ~1e-38): dead slots weigh exactly 0.
+inline void ClearDeadWeights(const AttentionArgs& a, float* w, int64_t n_kv) {
+  const int64_t end = a.dead_end < n_kv ? a.dead_end : n_kv;
+  for (int64_t p = a.dead_begin; p < end; ++p) w[p] = 0.0f;
+}
 // The observer: softmax weights w[n_kv] of query i added to a.slot_scores when it is asked for.
 inline void ObserveWeights(const AttentionArgs& a, int64_t i, const float* w, int64_t n_kv) {
   if (a.slot_scores == nullptr || i < a.observe_from) return;

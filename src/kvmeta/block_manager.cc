@@ -109,7 +109,8 @@ Result<WriteOutcome> BlockManager::AppendSlots(SeqId seq, int64_t n) {
   return table->AppendSlots(pool_, n);
 }
 
-Result<WriteOutcome> BlockManager::MakeWritable(SeqId seq, int64_t begin, int64_t end) {
+Result<WriteOutcome> BlockManager::MakeWritable(SeqId seq, int64_t begin, int64_t end,
+                                                bool keep_cached) {
   KVF_ASSIGN_OR_RETURN(BlockTable * table, FindMutable(seq));
   if (!(0 <= begin && begin <= end && end <= table->num_tokens())) {
     return Status::InvalidArgument(
@@ -117,7 +118,7 @@ Result<WriteOutcome> BlockManager::MakeWritable(SeqId seq, int64_t begin, int64_
                         static_cast<long long>(begin), static_cast<long long>(end),
                         static_cast<long long>(table->num_tokens()), ToString(seq).c_str()));
   }
-  return table->MakeWritable(pool_, begin, end);
+  return table->MakeWritable(pool_, begin, end, keep_cached);
 }
 
 Status BlockManager::Fork(SeqId parent, SeqId child) {

@@ -85,7 +85,8 @@ class BlockManager {
   // revived if evictable). The blocks must hold content (not free).
   Status AttachCached(SeqId seq, const std::vector<BlockId>& blocks);
   Result<WriteOutcome> AppendSlots(SeqId seq, int64_t n);
-  Result<WriteOutcome> MakeWritable(SeqId seq, int64_t begin, int64_t end);
+  Result<WriteOutcome> MakeWritable(SeqId seq, int64_t begin, int64_t end,
+                                    bool keep_cached = false);
   // child shares every block of parent (child must not exist yet).
   Status Fork(SeqId parent, SeqId child);
   Status Truncate(SeqId seq, int64_t num_tokens);

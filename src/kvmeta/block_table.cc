@@ -38,19 +38,22 @@ int64_t BlockTable::BlocksNeededToAppend(const BlockPool& pool, int64_t n) const
   return needed;
 }
 
-int64_t BlockTable::BlocksNeededToWrite(const BlockPool& pool, int64_t begin, int64_t end) const {
+int64_t BlockTable::BlocksNeededToWrite(const BlockPool& pool, int64_t begin, int64_t end,
+                                        bool keep_cached) const {
   KVF_CHECK_MSG(0 <= begin && begin <= end && end <= num_tokens_, "kvmeta: bad write range");
   if (begin == end) return 0;
   int64_t needed = 0;
   for (int64_t b = begin / block_tokens_; b <= (end - 1) / block_tokens_; ++b) {
-    if (pool.IsShared(blocks_[static_cast<size_t>(b)])) ++needed;
+    const BlockId id = blocks_[static_cast<size_t>(b)];
+    if (pool.IsShared(id) || (keep_cached && pool.Hash(id).has_value())) ++needed;
   }
   return needed;
 }
 
-void BlockTable::CopyOnWrite(BlockPool& pool, int32_t logical, WriteOutcome* outcome) {
+void BlockTable::CopyOnWrite(BlockPool& pool, int32_t logical, WriteOutcome* outcome,
+                             bool keep_cached) {
   BlockId& slot = blocks_[static_cast<size_t>(logical)];
-  if (!pool.IsShared(slot)) {
+  if (!pool.IsShared(slot) && !(keep_cached && pool.Hash(slot).has_value())) {
     // Private block: write in place, but its content no longer matches any hash it carried.
     pool.ClearHash(slot);
     return;
@@ -59,7 +62,7 @@ void BlockTable::CopyOnWrite(BlockPool& pool, int32_t logical, WriteOutcome* out
   KVF_CHECK_MSG(fresh.has_value(), "kvmeta: copy-on-write ran out of blocks after the check");
   outcome->copies.push_back(BlockCopy{slot, *fresh, TokensInBlock(logical)});
   ++outcome->new_blocks;
-  pool.Release(slot);  // ref was > 1, so the other holders keep it alive
+  pool.Release(slot);  // other holders keep it alive, or it stays cached (evictable, hashed)
   slot = *fresh;
 }
 
@@ -81,10 +84,11 @@ WriteOutcome BlockTable::AppendSlots(BlockPool& pool, int64_t n) {
   return outcome;
 }
 
-WriteOutcome BlockTable::MakeWritable(BlockPool& pool, int64_t begin, int64_t end) {
+WriteOutcome BlockTable::MakeWritable(BlockPool& pool, int64_t begin, int64_t end,
+                                      bool keep_cached) {
   KVF_DCHECK(pool.block_tokens() == block_tokens_);
   WriteOutcome outcome;
-  const int64_t needed = BlocksNeededToWrite(pool, begin, end);
+  const int64_t needed = BlocksNeededToWrite(pool, begin, end, keep_cached);
   if (needed > pool.num_free_blocks()) {
     outcome.missing_blocks = needed - pool.num_free_blocks();
     return outcome;
@@ -92,7 +96,7 @@ WriteOutcome BlockTable::MakeWritable(BlockPool& pool, int64_t begin, int64_t en
   if (begin == end) return outcome;
   const auto first = static_cast<int32_t>(begin / block_tokens_);
   const auto last = static_cast<int32_t>((end - 1) / block_tokens_);
-  for (int32_t b = first; b <= last; ++b) CopyOnWrite(pool, b, &outcome);
+  for (int32_t b = first; b <= last; ++b) CopyOnWrite(pool, b, &outcome, keep_cached);
   return outcome;
 }
 

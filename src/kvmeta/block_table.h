@@ -80,14 +80,18 @@ class BlockTable {
   // the partially filled last block is shared.
   int64_t BlocksNeededToAppend(const BlockPool& pool, int64_t n) const;
   // Blocks the pool must supply to make tokens [begin, end) writable (shared blocks in range).
-  int64_t BlocksNeededToWrite(const BlockPool& pool, int64_t begin, int64_t end) const;
+  // keep_cached: blocks carrying a content hash count as shared too (see MakeWritable).
+  int64_t BlocksNeededToWrite(const BlockPool& pool, int64_t begin, int64_t end,
+                              bool keep_cached = false) const;
 
   // Reserves slots for n more tokens (n >= 0), allocating blocks on demand; the new tokens are
   // [old num_tokens, old num_tokens + n). Copy-on-writes the last block if it is shared.
   WriteOutcome AppendSlots(BlockPool& pool, int64_t n);
   // Makes the existing tokens [begin, end) safe to overwrite: every shared block in the range
   // is replaced by a private copy. 0 <= begin <= end <= num_tokens().
-  WriteOutcome MakeWritable(BlockPool& pool, int64_t begin, int64_t end);
+  // keep_cached: a private block that carries a content hash is copied too, so the prefix cache
+  // keeps its content (KV compaction rewrites the kept blocks wholesale, docs/adr/0005).
+  WriteOutcome MakeWritable(BlockPool& pool, int64_t begin, int64_t end, bool keep_cached = false);
   // A new table sharing every block of this one (ref++ each). O(num_blocks).
   BlockTable Fork(BlockPool& pool) const;
   // Keeps the first num_tokens tokens (<= num_tokens()); blocks past them are released.
@@ -104,7 +108,8 @@ class BlockTable {
 
  private:
   // Replaces blocks_[logical] by a private copy if it is shared, recording the copy.
-  void CopyOnWrite(BlockPool& pool, int32_t logical, WriteOutcome* outcome);
+  void CopyOnWrite(BlockPool& pool, int32_t logical, WriteOutcome* outcome,
+                   bool keep_cached = false);
   // Valid tokens held by logical block `logical`.
   int32_t TokensInBlock(int32_t logical) const;
 

@@ -10,7 +10,7 @@ Result<CompactionPlan> PlanCompaction(int64_t n_slots, std::vector<std::vector<i
                                       const std::vector<int64_t>& dead_begin,
                                       const std::vector<int64_t>& dead_end) {
   if (keep.empty()) return Status::InvalidArgument("compaction needs a keep list per layer");
-  const bool has_dead = !dead_begin.empty();
+  const bool has_dead = !dead_begin.empty() || !dead_end.empty();
   if (has_dead && (dead_begin.size() != keep.size() || dead_end.size() != keep.size()))
     return Status::InvalidArgument("compaction: dead ranges must be given for every layer");
   CompactionPlan plan;

@@ -92,12 +92,16 @@ std::vector<float> AvgPool1d(std::span<const float> x, int32_t kernel) {
 std::vector<int64_t> PyramidBudgets(int64_t budget, int64_t window, int32_t n_layer, float beta) {
   std::vector<int64_t> out(static_cast<size_t>(n_layer), budget);
   if (n_layer <= 1) return out;
-  const int64_t prompt = std::max<int64_t>(budget - window, 0);
-  const auto min_num = static_cast<int64_t>(static_cast<double>(prompt) / beta);
-  const int64_t max_num = 2 * prompt - min_num;
-  const int64_t steps = (max_num - min_num) / (n_layer - 1);
+  // PyramidKV's arithmetic sequence, with a fractional step (the reference rounds the step down,
+  // which for few prompt tokens over many layers gives every layer ~2x the budget) and rounding
+  // per layer, so the mean stays the budget.
+  const auto prompt = static_cast<double>(std::max<int64_t>(budget - window, 0));
+  const double min_num = std::floor(prompt / static_cast<double>(beta));
+  const double max_num = 2 * prompt - min_num;
+  const double step = (max_num - min_num) / (n_layer - 1);
   for (int32_t l = 0; l < n_layer; ++l)
-    out[static_cast<size_t>(l)] = std::max<int64_t>(max_num - l * steps, 0) + window;
+    out[static_cast<size_t>(l)] =
+        static_cast<int64_t>(std::llround(std::max(max_num - l * step, 0.0))) + window;
   return out;
 }
 

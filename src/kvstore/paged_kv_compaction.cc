@@ -41,7 +41,8 @@ void PagedKvCache::ImportCompaction(int64_t seq, CompactionState state) {
 int64_t PagedKvCache::BlocksToCompact(int64_t seq, int64_t new_slots) const {
   const kvmeta::BlockTable* t = mgr_.Find(MakeSeqId(seq));
   if (t == nullptr) return 0;
-  return t->BlocksNeededToWrite(mgr_.pool(), 0, std::min(new_slots, t->num_tokens()));
+  return t->BlocksNeededToWrite(mgr_.pool(), 0, std::min(new_slots, t->num_tokens()),
+                                /*keep_cached=*/true);
 }
 
 void PagedKvCache::KeyNorms(int64_t seq, int32_t layer, std::span<const int32_t> slots,
@@ -133,7 +134,8 @@ Result<bool> PagedKvCache::Compact(int64_t seq, const kvmeta::CompactionPlan& pl
   // The sequence stops being a prefix of anything: the prefix cache forgets its progress, and
   // the blocks it keeps become private (cached and shared contents stay intact for others).
   if (prefix_) prefix_->OnRelease(MakeSeqId(seq));
-  KVF_ASSIGN_OR_RETURN(kvmeta::WriteOutcome w, mgr_.MakeWritable(MakeSeqId(seq), 0, plan.new_slots));
+  KVF_ASSIGN_OR_RETURN(kvmeta::WriteOutcome w, mgr_.MakeWritable(MakeSeqId(seq), 0, plan.new_slots,
+                                                                  /*keep_cached=*/true));
   if (!w.ok()) return false;
   Apply(w);
   Refresh(seq);

@@ -167,6 +167,47 @@ class Fields {
   std::string prefix_;
 };
 
+// "kv_policy": a name ("snapkv", with the budget in "kv_budget") or an object {"name", "budget",
+// "sinks", "window", "pool_kernel", "beta", "seed"}; kvforge's extension, checked like the rest.
+Status ParseKvPolicyField(const Fields& f, std::string* param, SamplingParams* p) {
+  const json* v = f.Get("kv_policy");
+  if (v == nullptr) {
+    if (f.Get("kv_budget") != nullptr) return f.Fail("kv_budget", "'kv_budget' needs 'kv_policy'");
+    return Status::Ok();
+  }
+  KvPolicy policy;
+  std::string name;
+  float budget = 0;
+  if (v->is_string()) {
+    name = v->get<std::string>();
+    KVF_RETURN_IF_ERROR(f.Number("kv_budget", 0, 1e9, true, &budget));
+  } else if (v->is_object()) {
+    Fields pf(*v, param, "kv_policy.");
+    KVF_RETURN_IF_ERROR(pf.String("name", &name));
+    if (name.empty()) return pf.Fail("name", "'kv_policy.name' is required");
+    KVF_RETURN_IF_ERROR(pf.Number("budget", 0, 1e9, true, &budget));
+    KVF_RETURN_IF_ERROR(pf.Int32("sinks", 0, 1 << 20, &policy.sinks));
+    KVF_RETURN_IF_ERROR(pf.Int32("window", -1, 1 << 20, &policy.window));
+    KVF_RETURN_IF_ERROR(pf.Int32("pool_kernel", 1, 1023, &policy.pool_kernel));
+    KVF_RETURN_IF_ERROR(pf.Number("beta", 1, 1e6, false, &policy.beta));
+    bool given = false;
+    int64_t seed = 0;
+    KVF_RETURN_IF_ERROR(pf.Int("seed", 0, std::numeric_limits<int64_t>::max(), &given, &seed));
+    policy.seed = static_cast<uint64_t>(seed);
+  } else {
+    return f.WrongType("kv_policy", "a policy name or an object", *v);
+  }
+  Result<KvPolicyKind> kind = ParseKvPolicyKind(name);
+  if (!kind.ok()) return f.Fail("kv_policy", kind.error().message());
+  policy.kind = *kind;
+  policy.budget = budget;
+  if (policy.enabled() && !(budget > 0))
+    return f.Fail("kv_policy", "an eviction policy needs a budget (tokens, or a fraction)");
+  if (Status st = ValidateKvPolicy(policy); !st.ok()) return f.Fail("kv_policy", st.message());
+  p->kv_policy = policy;
+  return Status::Ok();
+}
+
 Status ParseTokenArray(const json& arr, const char* param_name, std::string* param,
                        std::vector<int32_t>* out) {
   out->clear();
@@ -298,6 +339,7 @@ Status ParseGenerationFields(const Fields& f, const CodecLimits& limits, bool ch
   KVF_RETURN_IF_ERROR(
       f.Int32("priority", std::numeric_limits<int32_t>::min(), kInt32Max, &g->priority));
   KVF_RETURN_IF_ERROR(f.String("cache_salt", &g->cache_salt));
+  KVF_RETURN_IF_ERROR(ParseKvPolicyField(f, param, &p));
   KVF_RETURN_IF_ERROR(f.Bool("stream", &g->stream));
   if (const json* so = f.Get("stream_options")) {
     if (!so->is_object()) return f.WrongType("stream_options", "an object", *so);

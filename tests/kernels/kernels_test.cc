@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -285,6 +286,109 @@ TEST(KernelsTest, AttentionOverShuffledPagesMatchesReference) {
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_NEAR(got[i], want[i], 1e-5) << k->name << " f16 " << f16;
       }
+    }
+  }
+}
+
+// Slots are not positions (docs/adr/0005): dead slots get no weight and the observer sums the
+// softmax weights per slot. Checked against a brute-force softmax over the live slots, for the
+// reference, the plain-float AVX2 path and the tiled path (a residual window that holds nothing
+// sends f32 rows there).
+TEST(KernelsTest, AttentionSkipsDeadSlotsAndObservesWeights) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const int32_t n_head = 4, n_kv = 2, hd = 16, group = n_head / n_kv, block_tokens = 4;
+  const int64_t slot0 = 17, n_q = 3, total = slot0 + n_q, dead_begin = 5, dead_end = 11;
+  const int64_t observe_from = 1;
+  const int64_t n_blocks = (total + block_tokens - 1) / block_tokens;
+  const size_t token_stride = static_cast<size_t>(n_kv * hd) * 4;
+  const size_t block_stride = token_stride * block_tokens;
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int64_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  std::vector<float> kf(static_cast<size_t>(n_blocks * block_tokens * n_kv * hd)), vf(kf.size());
+  for (auto& x : kf) x = nd(rng);
+  for (auto& x : vf) x = nd(rng);
+  std::vector<float> q(static_cast<size_t>(n_q * n_head * hd));
+  for (auto& x : q) x = nd(rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Brute force: out[i][h], and the observed weights per slot.
+  std::vector<double> want(q.size(), 0.0), want_obs(static_cast<size_t>(total), 0.0);
+  for (int64_t i = 0; i < n_q; ++i)
+    for (int32_t h = 0; h < n_head; ++h) {
+      const int32_t kvh = h / group;
+      std::vector<double> w(static_cast<size_t>(total), 0.0);
+      double mx = -1e300, sum = 0;
+      for (int64_t p = 0; p <= slot0 + i; ++p) {
+        if (p >= dead_begin && p < dead_end) continue;
+        double dot = 0;
+        for (int32_t d = 0; d < hd; ++d)
+          dot += q[static_cast<size_t>((i * n_head + h) * hd + d)] *
+                 kf[static_cast<size_t>((p * n_kv + kvh) * hd + d)];
+        w[static_cast<size_t>(p)] = dot * scale;
+        mx = std::max(mx, dot * scale);
+      }
+      for (int64_t p = 0; p <= slot0 + i; ++p) {
+        if (p >= dead_begin && p < dead_end) continue;
+        w[static_cast<size_t>(p)] = std::exp(w[static_cast<size_t>(p)] - mx);
+        sum += w[static_cast<size_t>(p)];
+      }
+      for (int64_t p = 0; p <= slot0 + i; ++p) {
+        if (p >= dead_begin && p < dead_end) continue;
+        const double wp = w[static_cast<size_t>(p)] / sum;
+        if (i >= observe_from) want_obs[static_cast<size_t>(p)] += wp;
+        for (int32_t d = 0; d < hd; ++d)
+          want[static_cast<size_t>((i * n_head + h) * hd + d)] +=
+              wp * vf[static_cast<size_t>((p * n_kv + kvh) * hd + d)];
+      }
+    }
+  AttentionArgs a;
+  a.q = q.data();
+  a.q_stride = n_head * hd;
+  a.out_stride = n_head * hd;
+  a.n_q = n_q;
+  a.slot0 = slot0;
+  a.dead_begin = dead_begin;
+  a.dead_end = dead_end;
+  a.observe_from = observe_from;
+  a.n_head = n_head;
+  a.n_kv_head = n_kv;
+  a.head_dim = hd;
+  a.scale = scale;
+  a.k.base = reinterpret_cast<const uint8_t*>(kf.data());
+  a.k.block_table = table.data();
+  a.k.block_tokens = block_tokens;
+  a.k.block_stride = block_stride;
+  a.k.token_stride = token_stride;
+  a.k.head_stride = static_cast<size_t>(hd) * 4;
+  a.k.dtype = kvquant::KvDtype::kF32;
+  a.k.head_dim = hd;
+  a.k.row_values = n_kv * hd;
+  a.v = a.k;
+  a.v.base = reinterpret_cast<const uint8_t*>(vf.data());
+  const uint16_t empty_window[1] = {0};
+  for (bool tiled : {false, true}) {
+    AttentionArgs t = a;
+    if (tiled) {
+      t.k.recent = t.v.recent = reinterpret_cast<const uint8_t*>(empty_window);
+      t.k.recent_begin = t.v.recent_begin = total;  // the window holds no token
+      t.k.recent_stride = t.v.recent_stride = static_cast<size_t>(n_kv * hd) * 2;
+    }
+    for (const KernelTable* k : AvailableTables()) {
+      std::vector<float> got(q.size()), obs(static_cast<size_t>(total), 0.0f),
+          scratch(static_cast<size_t>(total * n_head));
+      t.out = got.data();
+      t.slot_scores = obs.data();
+      k->attention(t, 0, n_kv, scratch.data());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 2e-5) << k->name << " tiled " << tiled << " at " << i;
+      for (int64_t p = 0; p < total; ++p)
+        ASSERT_NEAR(obs[static_cast<size_t>(p)], want_obs[static_cast<size_t>(p)], 2e-5)
+            << k->name << " tiled " << tiled << " slot " << p;
+      // Dead slots got exactly nothing; the observed weights of each query-head sum to 1.
+      for (int64_t p = dead_begin; p < dead_end; ++p) EXPECT_EQ(obs[static_cast<size_t>(p)], 0.0f);
+      double total_weight = 0;
+      for (float x : obs) total_weight += x;
+      EXPECT_NEAR(total_weight, static_cast<double>((n_q - observe_from) * n_head), 1e-4);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include "flags.h"
 #include "kvforge/config_names.h"
 #include "kvforge/llm.h"
+#include "kv_flags.h"
 
 namespace kvforge::cli {
 namespace {
@@ -34,6 +35,8 @@ struct ThroughputResult {
   double prefix_hit_rate = 0;  // prompt tokens found in the prefix cache / prompt tokens asked
   int64_t prefix_evicted_blocks = 0;
   int64_t steps = 0, prefix_deferrals = 0;
+  int64_t max_running = 0;  // most sequences in one step
+  int64_t kv_evicted_tokens = 0;
   double output_tps() const { return output_tokens / duration_s; }
   std::string ToJson() const {
     return StrFormat(
@@ -42,13 +45,14 @@ struct ThroughputResult {
         "\"total_tokens_per_s\":%.2f,\"prompt_tokens\":%lld,\"output_tokens\":%lld,"
         "\"ttft_ms\":%s,\"itl_ms\":%s,\"e2e_ms\":%s,\"preemptions\":%lld,\"kv_utilization\":%.4f,"
         "\"prefix_cache\":\"%s\",\"prefix_hit_rate\":%.4f,\"cached_tokens\":%lld,"
-        "\"prefix_evicted_blocks\":%lld,\"steps\":%lld,\"prefix_deferrals\":%lld}",
+        "\"prefix_evicted_blocks\":%lld,\"steps\":%lld,\"prefix_deferrals\":%lld,"
+        "\"max_running\":%lld,\"kv_evicted_tokens\":%lld}",
         (long long)requests, duration_s, requests / duration_s, output_tokens / duration_s,
         (prompt_tokens + output_tokens) / duration_s, (long long)prompt_tokens,
         (long long)output_tokens, ttft.ToJson().c_str(), itl.ToJson().c_str(), e2e.ToJson().c_str(),
         (long long)preemptions, kv_utilization, prefix_caching ? "on" : "off", prefix_hit_rate,
         (long long)cached_tokens, (long long)prefix_evicted_blocks, (long long)steps,
-        (long long)prefix_deferrals);
+        (long long)prefix_deferrals, (long long)max_running, (long long)kv_evicted_tokens);
   }
 };
 
@@ -56,6 +60,7 @@ struct RunSpec {
   std::string label;     // printed / JSON key
   std::string batching;  // static | continuous
   std::string prefix;    // off | hash | radix
+  bool full_kv = false;  // ignore the configured KV policy (the baseline of --compare-kv-policy)
 };
 
 Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSpec& spec,
@@ -65,6 +70,7 @@ Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSp
   cfg.enable_prefix_caching = spec.prefix != "off";
   if (cfg.enable_prefix_caching)
     KVF_RETURN_IF_ERROR(SetConfigField(&cfg, "prefix_cache_mode", spec.prefix));
+  if (spec.full_kv) cfg.kv_policy = KvPolicy{};
   LLM llm(cfg);
   if (!llm.ok()) return llm.status();
   // One request per turn, each with its own output length, submitted through the core directly;
@@ -102,6 +108,7 @@ Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSp
           r.output_tokens += out.metrics.generated_tokens;
           r.cached_tokens += out.metrics.cached_tokens;
           r.preemptions += out.metrics.num_preemptions;
+          r.kv_evicted_tokens += out.metrics.kv_evicted_tokens;
           if (n.turn + 1 < w.conversations[n.conv].size()) {
             Next next{n.conv, n.turn + 1, n.prompt};
             const auto& gen = out.outputs.at(0).token_ids;
@@ -118,7 +125,10 @@ Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSp
   for (size_t c = 0; c < w.conversations.size(); ++c)
     KVF_RETURN_IF_ERROR(submit({c, 0, w.conversations[c][0].user}));
   while (core->HasWork() || !queued.empty()) {
-    if (core->HasWork()) KVF_RETURN_IF_ERROR(core->Step());
+    if (core->HasWork()) {
+      KVF_RETURN_IF_ERROR(core->Step());
+      r.max_running = std::max(r.max_running, core->Stats().num_running);
+    }
     std::vector<Next> now;
     now.swap(queued);
     for (auto& n : now) KVF_RETURN_IF_ERROR(submit(std::move(n)));
@@ -147,7 +157,9 @@ int ThroughputMain(const Args& args) {
   int64_t num_prompts = 64, input_len = 128, output_len = 128, seed = 1, threads = 0,
           max_num_seqs = 64, max_batched = 2048, block_size = 16, max_len = 0, prefix_len = 400,
           turns = 4, long_prefill = 0;
-  bool json = false, compare = false, no_progress = false, contiguous = false;
+  bool json = false, compare = false, no_progress = false, contiguous = false,
+       compare_kv = false;
+  KvFlags kv;
   FlagParser p(
       "bench throughput",
       "Offline throughput on a seeded synthetic workload: every conversation's first request is\n"
@@ -182,6 +194,10 @@ int ThroughputMain(const Args& args) {
   p.AddString("preemption", &preempt, "recompute | swap");
   p.AddAlias("preemption-mode", "preemption");
   p.AddBool("contiguous-kv", &contiguous, "baseline: reserve max-model-len slots per sequence");
+  AddKvFlags(p, &kv);
+  p.AddBool("compare-kv-policy", &compare_kv,
+            "run full KV and --kv-policy on the same workload (full, policy, full, policy), print "
+            "the ratio of each mode's mean throughput and the most running sequences");
   p.AddBool("json", &json, "print a JSON summary");
   p.AddString("plot", &plot, "draw the results to FILE.png or FILE.svg with gnuplot");
   p.AddBool("no-progress", &no_progress, "no progress bar");
@@ -196,6 +212,12 @@ int ThroughputMain(const Args& args) {
     return 2;
   }
   EngineConfig cfg;
+  if (Status s = ApplyKvFlags(kv, &cfg); !s.ok()) return BadFlagValue(s);
+  if (compare_kv && (!cfg.kv_policy.enabled() || compare || prefix == "all")) {
+    std::fprintf(stderr, "kvforge: --compare-kv-policy needs --kv-policy, without --compare or "
+                         "--prefix-cache all\n");
+    return 2;
+  }
   cfg.model = model;
   cfg.threads = static_cast<int>(threads);
   cfg.max_num_seqs = max_num_seqs;
@@ -244,7 +266,12 @@ int ThroughputMain(const Args& args) {
     }
   }
   std::vector<RunSpec> runs;
-  if (compare) {
+  if (compare_kv) {
+    // Alternated, twice: these machines drift; the ratio of the per-mode medians is reported.
+    const std::string policy(KvPolicyName(cfg.kv_policy.kind));
+    runs = {{"full", batching, prefix, true}, {policy, batching, prefix, false},
+            {"full", batching, prefix, true}, {policy, batching, prefix, false}};
+  } else if (compare) {
     runs = {{"static", "static", prefix}, {"continuous", "continuous", prefix}};
   } else if (prefix == "all") {
     runs = {{"off", batching, "off"}, {"hash", batching, "hash"}, {"radix", batching, "radix"}};
@@ -259,6 +286,31 @@ int ThroughputMain(const Args& args) {
       return 1;
     }
     results.push_back(*r);
+  }
+  if (compare_kv) {
+    // Per mode the faster of its two runs' throughput would flatter; use the mean of the two.
+    const double full_tps = (results[0].output_tps() + results[2].output_tps()) / 2;
+    const double pol_tps = (results[1].output_tps() + results[3].output_tps()) / 2;
+    const int64_t full_run = std::max(results[0].max_running, results[2].max_running);
+    const int64_t pol_run = std::max(results[1].max_running, results[3].max_running);
+    if (json) {
+      std::printf(
+          "{\"full\":%s,\"policy\":%s,\"kv_policy\":\"%s\",\"kv_budget\":%g,"
+          "\"ratio_output_tokens_per_s\":%.3f,\"max_running\":{\"full\":%lld,\"policy\":%lld}}\n",
+          results[2].ToJson().c_str(), results[3].ToJson().c_str(),
+          KvPolicyName(cfg.kv_policy.kind).data(), cfg.kv_policy.budget, pol_tps / full_tps,
+          (long long)full_run, (long long)pol_run);
+    } else {
+      for (const auto& r : results)
+        std::printf("%-10s %.1f output tok/s, at most %lld sequences running, %lld preemptions, "
+                    "%lld tokens evicted\n",
+                    r.mode.c_str(), r.output_tps(), (long long)r.max_running,
+                    (long long)r.preemptions, (long long)r.kv_evicted_tokens);
+      std::printf("%s / full KV: output tokens/s %.2fx, most running sequences %lld vs %lld\n",
+                  KvPolicyName(cfg.kv_policy.kind).data(), pol_tps / full_tps,
+                  (long long)pol_run, (long long)full_run);
+    }
+    return 0;
   }
   if (json) {
     if (compare) {

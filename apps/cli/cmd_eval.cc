@@ -47,6 +47,13 @@ int PplMain(const Args& args) {
   eo.max_model_len = ctx;
   eo.kv_f16 = !kv_f32;
   if (Status s = ApplyKvFlags(kv, &eo); !s.ok()) return BadFlagValue(s);
+  if (eo.kv_policy.enabled()) {
+    // Teacher-forced chunks attend before any eviction could happen: the number would not move.
+    std::fprintf(stderr,
+                 "kvforge: eval ppl scores teacher-forced chunks, which KV eviction does not "
+                 "change; use eval kv --kv-policy (streaming and compress_continue regimes)\n");
+    return 2;
+  }
   auto engine = Engine::Create(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());

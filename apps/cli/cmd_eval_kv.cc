@@ -17,6 +17,15 @@
 namespace kvforge::cli {
 namespace {
 
+double KeptFraction(const Engine::EvictionSummary& e, int64_t tokens) {
+  // Without a policy every token's KV stays.
+  if (e.evicted_tokens == 0 && e.final_tokens == 0) return 1.0;
+  return static_cast<double>(e.final_tokens) / static_cast<double>(tokens);
+}
+
+}  // namespace
+namespace {
+
 std::string RegimeJson(const RegimeStats& r) {
   return base::StrFormat(
       "\"%s\":{\"ppl\":%.6f,\"baseline_ppl\":%.6f,\"kl_mean\":%.6g,\"kl_p99\":%.6g,"
@@ -131,6 +140,8 @@ int EvalKvMain(const Args& args) {
   const std::vector<int64_t> one_step{ctx};
   const std::vector<int64_t> per_token(static_cast<size_t>(ctx), 1);
   const std::vector<int64_t> two_steps{ctx - cont, cont};
+  // KV eviction: the share of the chunk's tokens whose KV the cache held at its end.
+  double kept_streaming = 0, kept_continue = 0;
   for (int64_t c = 0; c < n_chunks; ++c) {
     std::vector<int32_t> chunk(tokens.begin() + c * ctx, tokens.begin() + (c + 1) * ctx);
     if (bos >= 0) chunk[0] = bos;
@@ -143,10 +154,12 @@ int EvalKvMain(const Args& args) {
     auto b = (*test)->LogitsAll(chunk, per_token);
     if (!b.ok()) return fail(b.error());
     ScoreRows(*ref, *b, chunk, n_vocab, 0, ctx - 1, &st);
+    kept_streaming += KeptFraction((*test)->last_eviction(), ctx) / static_cast<double>(n_chunks);
     bar.Update(++done);
     auto d = (*test)->LogitsAll(chunk, two_steps);
     if (!d.ok()) return fail(d.error());
     ScoreRows(*ref, *d, chunk, n_vocab, ctx - cont, ctx - 1, &cc);
+    kept_continue += KeptFraction((*test)->last_eviction(), ctx) / static_cast<double>(n_chunks);
     bar.Update(++done);
   }
   // Greedy continuations of prompts taken at evenly spaced places in the text.
@@ -181,18 +194,28 @@ int EvalKvMain(const Args& args) {
         "{\"kv_dtype\":\"%s\",\"baseline_dtype\":\"%s\",\"bytes_per_token\":%llu,"
         "\"baseline_bytes_per_token\":%llu,\"bits_per_value\":%.4f,\"tokens\":%lld,\"ctx\":%lld,"
         "\"chunks\":%lld,\"regimes\":{%s,%s,%s},\"greedy_agreement\":%.6f,"
-        "\"greedy_prefix_mean\":%.3f,\"greedy_identical\":%.6f,\"greedy_prompts\":%lld}\n",
+        "\"greedy_prefix_mean\":%.3f,\"greedy_identical\":%.6f,\"greedy_prompts\":%lld,"
+        "\"kv_policy\":\"%s\",\"kv_budget\":%g,\"kept_fraction\":{\"streaming\":%.6f,"
+        "\"compress_continue\":%.6f},\"kept_bytes_per_token\":{\"streaming\":%.2f,"
+        "\"compress_continue\":%.2f}}\n",
         info.kv_cache_dtype.c_str(), (*base)->info().kv_cache_dtype.c_str(),
         (unsigned long long)bpt, (unsigned long long)base_bpt, bits, (long long)(n_chunks * ctx),
         (long long)ctx, (long long)n_chunks, RegimeJson(tf).c_str(), RegimeJson(st).c_str(),
         RegimeJson(cc).c_str(), greedy.Agreement(), greedy.PrefixMean(), greedy.IdenticalFraction(),
-        (long long)greedy.prompts);
+        (long long)greedy.prompts, KvPolicyName(test_o.kv_policy.kind).data(),
+        test_o.kv_policy.budget, kept_streaming, kept_continue,
+        kept_streaming * static_cast<double>(bpt), kept_continue * static_cast<double>(bpt));
     return 0;
   }
   std::printf(
       "KV dtype %s: %llu B/token incl. scales (%.3f bits/value), baseline %s %llu B/token\n",
       info.kv_cache_dtype.c_str(), (unsigned long long)bpt, bits,
       (*base)->info().kv_cache_dtype.c_str(), (unsigned long long)base_bpt);
+  if (test_o.kv_policy.enabled())
+    std::printf("KV policy %s, budget %g: KV kept at the end of a chunk %.1f%% (streaming), "
+                "%.1f%% (compress_continue)\n",
+                KvPolicyName(test_o.kv_policy.kind).data(), test_o.kv_policy.budget,
+                100 * kept_streaming, 100 * kept_continue);
   std::printf("%-18s %10s %10s %12s %12s %8s %7s\n", "regime", "ppl", "base ppl", "KL mean",
               "KL p99", "top-1", "tokens");
   for (const RegimeStats* r : {&tf, &st, &cc})

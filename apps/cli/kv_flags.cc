@@ -59,6 +59,8 @@ Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
   }
   if (config->kv_policy.enabled() && f.budget.empty())
     return Status::InvalidArgument("--kv-policy " + f.policy + " needs --kv-budget");
+  if (!config->kv_policy.enabled() && !f.budget.empty())
+    return Status::InvalidArgument("--kv-budget needs --kv-policy");
   return ValidateKvPolicy(config->kv_policy);
 }
 

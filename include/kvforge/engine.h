@@ -102,8 +102,18 @@ class Engine {
   // sizes (they must add up to tokens.size()): {n} is one teacher-forced pass, {1, 1, ...}
   // token-by-token decoding, {C, M} a prefill then a continuation. Row i (n_vocab floats)
   // predicts token i + 1. The KV cache is emptied before and after (KV evaluation, tests).
+  // The engine's kv_policy runs after every step: one-shot methods treat the first step as the
+  // prompt, and a fractional budget is that fraction of all the tokens.
   Result<std::vector<float>> LogitsAll(const std::vector<int32_t>& tokens,
                                        const std::vector<int64_t>& steps);
+  // KV eviction of the last LogitsAll: tokens evicted and the KV slots held at the end (zeros
+  // without a policy).
+  struct EvictionSummary {
+    int64_t evicted_tokens = 0;
+    int64_t final_tokens = 0;
+    int64_t peak_tokens = 0;
+  };
+  const EvictionSummary& last_eviction() const;
 
   // Writes the FP8 KV scales in use (after first-batch calibration) to `path`, in the format
   // EngineConfig::kv_scales loads; with a kvquant3 K or V cache, its calibration instead.

@@ -43,6 +43,8 @@ class RequestMetrics:
     generated_tokens: int = 0
     num_preemptions: int = 0
     cached_tokens: int = 0
+    kv_evicted_tokens: int = 0  # KV eviction (kv_policy): tokens evicted from the first sequence
+    kv_peak_tokens: int = 0  # and the most KV slots it held
 
 
 @dataclass

@@ -42,6 +42,7 @@ struct Engine::Impl {
   model::Workspace ws;
   ModelInfo info;
   int64_t max_ctx = 0;
+  EvictionSummary last_eviction;
 
   // Prefills tokens[from..] into sequence 0 starting at position `from`; logits of the last
   // token. With an eviction policy each chunk may compact the sequence before the next.
@@ -161,6 +162,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& options) {
 }
 
 const ModelInfo& Engine::info() const { return impl_->info; }
+const Engine::EvictionSummary& Engine::last_eviction() const { return impl_->last_eviction; }
 int64_t Engine::max_context() const { return impl_->max_ctx; }
 int Engine::num_threads() const { return impl_->pool->num_threads(); }
 
@@ -196,7 +198,12 @@ Result<std::vector<float>> Engine::LogitsAll(const std::vector<int32_t>& tokens,
   if (sum != n) return Status::InvalidArgument("step sizes must add up to the token count");
   const int64_t n_vocab = im.model->config().n_vocab;
   im.kv->Free(0);
-  if (!im.kv->EnsureTokens(0, n)) return Status::ResourceExhausted("KV cache too small");
+  std::unique_ptr<engine::SeqEviction> evict;
+  if (im.opts.kv_policy.enabled())
+    evict = std::make_unique<engine::SeqEviction>(
+        im.opts.kv_policy, steps.front(), static_cast<int32_t>(im.model->config().n_layer),
+        im.kv->block_tokens(), n);
+  if (!evict && !im.kv->EnsureTokens(0, n)) return Status::ResourceExhausted("KV cache too small");
   std::vector<float> all(static_cast<size_t>(n * n_vocab)), logits;
   int64_t pos = 0;
   Status st;
@@ -204,11 +211,14 @@ Result<std::vector<float>> Engine::LogitsAll(const std::vector<int32_t>& tokens,
     model::Batch batch;
     batch.tokens.assign(tokens.begin() + pos, tokens.begin() + pos + s);
     batch.seqs.push_back({0, pos, 0, s, true, true});
-    st = im.model->Forward(batch, *im.kv, im.ws, *im.pool, &logits);
+    st = im.Step(batch, pos, evict.get(), &logits);
     if (!st.ok()) break;
     std::copy(logits.begin(), logits.end(), all.begin() + pos * n_vocab);
     pos += s;
   }
+  im.last_eviction = {};
+  if (evict)
+    im.last_eviction = {evict->evicted_tokens(), im.kv->NumTokens(0), evict->peak_slots()};
   im.kv->Free(0);
   if (!st.ok()) return st;
   return all;

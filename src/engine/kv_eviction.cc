@@ -5,10 +5,10 @@
 namespace kvforge::engine {
 
 SeqEviction::SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t n_layer,
-                         int32_t block_tokens)
+                         int32_t block_tokens, int64_t budget_of)
     : policy_(policy),
       prompt_tokens_(prompt_tokens),
-      budget_(kvpolicy::BudgetTokens(policy, prompt_tokens)),
+      budget_(kvpolicy::BudgetTokens(policy, budget_of >= 0 ? budget_of : prompt_tokens)),
       n_layer_(n_layer),
       slack_(std::max<int32_t>(block_tokens, 1)),
       rng_(policy.seed) {}

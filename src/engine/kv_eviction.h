@@ -22,8 +22,10 @@ namespace kvforge::engine {
 
 class SeqEviction {
  public:
-  // `policy` must be valid and enabled; prompt_tokens fixes a fractional budget.
-  SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t n_layer, int32_t block_tokens);
+  // `policy` must be valid and enabled. One-shot methods compress once prompt_tokens are
+  // computed; a fractional budget is that fraction of budget_of tokens (-1: of the prompt).
+  SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t n_layer, int32_t block_tokens,
+              int64_t budget_of = -1);
 
   const KvPolicy& policy() const { return policy_; }
   int64_t budget() const { return budget_; }

@@ -187,6 +187,25 @@ contains "run turbo3 log line" "$TMP/err" "KV cache: turbo3, 200 B/token incl. s
 contains "run turbo3 format" "$TMP/err" "turbo format v1"
 check "eval kv turbo qjl" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --kv-dtype turbo4 --kv-turbo-qjl --ctx 64 --chunks 1 --prompts 1 --gen-tokens 8 --json
 contains "eval kv turbo dtype" "$TMP/out" '"kv_dtype":"k=turbo4+qjl,v=turbo4","baseline_dtype":"f32","bytes_per_token":280'
+# KV eviction (docs/kv_cache.md#eviction).
+check "run streaming past the context" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 1000 --ignore-eos --ctx 128 --kv-policy streaming --kv-budget 48 --json
+contains "streaming generated 1000" "$TMP/out" '"finish_reason":"length"'
+python3 - "$TMP/out" <<'PYEOF' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: streaming KV bound"; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["tokens"]) == 1000 and d["kv_peak_tokens"] <= 64 and d["kv_evicted_tokens"] > 900, d
+PYEOF
+check "run snapkv fraction" 0 "$KVF" run --prompt "Once upon a time, there was a little girl named Lily. She loved to play outside in the park." --temperature 0 --max-tokens 16 --kv-policy snapkv --kv-budget 0.5 --kv-window 8
+contains "snapkv eviction line" "$TMP/err" "KV eviction:"
+check "run bad kv policy" 2 "$KVF" run --prompt "Hi" --kv-policy lru --kv-budget 8
+contains "bad kv policy lists names" "$TMP/err" "none, streaming, h2o, tova, knorm, snapkv, pyramidkv, random"
+check "run kv policy without budget" 2 "$KVF" run --prompt "Hi" --kv-policy h2o
+check "run kv budget without policy" 2 "$KVF" run --prompt "Hi" --kv-budget 8
+check "run bad kv pool kernel" 2 "$KVF" run --prompt "Hi" --kv-policy snapkv --kv-budget 8 --kv-pool-kernel 4
+check "eval ppl refuses eviction" 2 "$KVF" eval ppl --text "$SHARED/models/tinystories-val-head.txt" --ctx 64 --chunks 1 --kv-policy h2o --kv-budget 16
+check "eval kv with a policy" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --ctx 128 --chunks 1 --prompts 1 --gen-tokens 8 --kv-policy h2o --kv-budget 32 --json
+contains "eval kv policy fields" "$TMP/out" '"kv_policy":"h2o","kv_budget":32,"kept_fraction":{"streaming":0.'
+check "bench throughput with a policy" 0 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 64 --output-len 8 --kv-policy snapkv --kv-budget 0.25 --no-progress
 check "calc turbo3" 0 "$KVF" calc --preset llama-3-8b --seq-len 1024 --kv-dtype turbo3
 contains "calc turbo3 bits" "$TMP/out" "3.125 bits per stored value"
 

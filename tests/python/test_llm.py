@@ -251,3 +251,48 @@ def test_calc_equals_the_cli():
     out = subprocess.run([cli_path(), "calc", "--preset", "llama-3-70b", "--seq-len", "8192",
                           "--json"], capture_output=True, text=True, check=True).stdout
     assert kvforge.calc("llama-3-70b", seq_len=8192) == json.loads(out)
+
+
+LONG_PROMPT = "Once upon a time, there was a little girl named Lily. " * 6
+
+
+def test_kv_policy_per_engine_and_per_request():
+    # Engine-wide StreamingLLM: generation far past the context in bounded KV.
+    streaming = LLM(max_model_len=128, kv_policy="streaming", kv_budget=48)
+    out = streaming.generate(["Once upon a time"],
+                             SamplingParams(temperature=0, max_tokens=600, ignore_eos=True))[0]
+    assert len(out.outputs[0].token_ids) == 600
+    assert out.metrics.kv_evicted_tokens > 500
+    assert out.metrics.kv_peak_tokens <= 48 + 16
+    # Per request: SnapKV keeps 25% of the prompt; a budget holding everything changes nothing.
+    llm = LLM(max_model_len=512)
+    plain = llm.generate([LONG_PROMPT], SamplingParams(**GREEDY))[0]
+    roomy = llm.generate([LONG_PROMPT], SamplingParams(**GREEDY, kv_policy="snapkv",
+                                                       kv_budget=4096))[0]
+    assert roomy.outputs[0].token_ids == plain.outputs[0].token_ids
+    assert roomy.metrics.kv_evicted_tokens == 0
+    snap = llm.generate([LONG_PROMPT], SamplingParams(**GREEDY, kv_policy={
+        "name": "snapkv", "budget": 0.25, "window": 8, "pool_kernel": 5}))[0]
+    assert snap.metrics.kv_evicted_tokens > 0
+    assert len(snap.outputs[0].token_ids) == GREEDY["max_tokens"]
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(kv_policy="bogus", kv_budget=8), ValueError),
+    (dict(kv_policy="h2o"), ValueError),                  # no budget
+    (dict(kv_budget=8), ValueError),                      # budget without a policy
+    (dict(kv_policy="h2o", kv_budget=2.5), ValueError),   # neither tokens nor a fraction
+    (dict(kv_policy={"name": "snapkv", "budget": 8, "pool_kernel": 4}), ValueError),
+    (dict(kv_policy={"name": "h2o", "budget": 8, "colour": 1}), TypeError),
+    (dict(kv_policy=3), TypeError),
+])
+def test_bad_kv_policies_raise(kwargs, error):
+    with pytest.raises(error):
+        SamplingParams(**kwargs)
+
+
+def test_bad_engine_kv_policy_raises():
+    with pytest.raises(ValueError):
+        LLM(kv_policy="snapkv", kv_budget=0)
+    with pytest.raises(ValueError):
+        LLM(kv_policy="nope", kv_budget=10)

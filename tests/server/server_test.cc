@@ -80,6 +80,48 @@ TEST_F(ServerTest, PrefixCacheHitsAreReportedPerSalt) {
   EXPECT_EQ(ask("server-test-b"), 0);   // another tenant never sees them
 }
 
+TEST_F(ServerTest, KvPolicyPerRequestIsAcceptedOrRejectedWith400) {
+  std::string prompt;
+  for (int i = 0; i < 6; ++i) prompt += "Once upon a time there was a little girl named Lily. ";
+  const json base = {{"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0},
+                     {"ignore_eos", true}};
+  for (const json& policy :
+       {json("none"), json{{"name", "snapkv"}, {"budget", 0.25}},
+        json{{"name", "streaming"}, {"budget", 32}, {"sinks", 4}},
+        json{{"name", "h2o"}, {"budget", 24}, {"window", 8}}}) {
+    json req = base;
+    req["kv_policy"] = policy;
+    Reply r = Post(url(), "/v1/completions", req);
+    EXPECT_EQ(r.status, 200) << policy.dump() << ": " << r.raw;
+    EXPECT_EQ(r.body["usage"]["completion_tokens"], 40) << policy.dump();
+  }
+  json by_name = base;
+  by_name["kv_policy"] = "tova";
+  by_name["kv_budget"] = 20;
+  EXPECT_EQ(Post(url(), "/v1/completions", by_name).status, 200);
+  for (const json& bad :
+       {json("bogus"), json(7), json{{"name", "snapkv"}}, json{{"budget", 10}},
+        json{{"name", "snapkv"}, {"budget", 0.2}, {"pool_kernel", 4}},
+        json{{"name", "streaming"}, {"budget", 3}}, json{{"name", "h2o"}, {"budget", 2.5}},
+        json{{"name", "h2o"}, {"budget", -1}}}) {
+    json req = base;
+    req["kv_policy"] = bad;
+    Reply r = Post(url(), "/v1/completions", req);
+    EXPECT_EQ(r.status, 400) << bad.dump() << ": " << r.raw;
+    EXPECT_EQ(r.body["error"]["type"], "invalid_request_error") << bad.dump();
+    EXPECT_TRUE(r.body["error"]["param"].get<std::string>().rfind("kv_", 0) == 0) << r.raw;
+  }
+  json orphan = base;
+  orphan["kv_budget"] = 10;
+  EXPECT_EQ(Post(url(), "/v1/completions", orphan).status, 400);
+  // The chat endpoint reads the same field.
+  Reply chat = Post(url(), "/v1/chat/completions",
+                    json{{"messages", json::array({{{"role", "user"}, {"content", prompt}}})},
+                         {"max_tokens", 8},
+                         {"kv_policy", {{"name", "knorm"}, {"budget", 16}}}});
+  EXPECT_EQ(chat.status, 200) << chat.raw;
+}
+
 TEST_F(ServerTest, ModelIsOptionalButMustMatch) {
   Reply ok = Post(url(), "/v1/completions",
                   json{{"prompt", kPrompt}, {"max_tokens", 2}, {"temperature", 0}});

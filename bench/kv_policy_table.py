@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""KV eviction quality table (kv-methods.md Part E) from `kvforge eval kv --kv-policy`.
+
+For each model, policy and budget (a fraction of each scored chunk) it runs one `eval kv` with
+f32 KV on both sides, so the difference is the eviction's alone, and prints a markdown table:
+perplexity delta, KL(full || evicted) mean / p99 and top-1 agreement in the streaming regime
+(one token per step: the policy runs after every token) and the compress_continue regime (a
+prefill compressed once, then a continuation), and the fraction of the chunk's KV held at the
+end. Usage: bench/kv_policy_table.py KVFORGE [--models m1.gguf:text1,...] [--ctx 256]
+"""
+import argparse
+import json
+import subprocess
+import sys
+
+POLICIES = ["streaming", "h2o", "tova", "knorm", "snapkv", "pyramidkv", "random"]
+BUDGETS = [0.05, 0.1, 0.2, 0.5]
+
+
+def run(kvf, model, text, policy, budget, ctx, chunks):
+    cmd = [kvf, "eval", "kv", "--text", text, "--ctx", str(ctx), "--chunks", str(chunks),
+           "--prompts", "0", "--kv-dtype", "f32", "--json"]
+    if model:
+        cmd += ["--model", model]
+    if policy != "none":
+        cmd += ["--kv-policy", policy, "--kv-budget", str(budget)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kvforge")
+    ap.add_argument("--models", default=":tests/data/models/tinystories-val-head.txt",
+                    help="comma-separated MODEL:TEXT pairs (empty MODEL: the embedded one)")
+    ap.add_argument("--ctx", type=int, default=256)
+    ap.add_argument("--chunks", type=int, default=4)
+    a = ap.parse_args()
+    print("| model | policy | budget | streaming ΔPPL | KL mean | KL p99 | top-1 | kept | "
+          "compress_continue ΔPPL | KL mean | top-1 | kept |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for pair in a.models.split(","):
+        model, text = pair.split(":", 1)
+        name = model.rsplit("/", 1)[-1] or "stories260K (embedded)"
+        for policy in POLICIES:
+            for budget in BUDGETS:
+                d = run(a.kvforge, model, text, policy, budget, a.ctx, a.chunks)
+                s, c = d["regimes"]["streaming"], d["regimes"]["compress_continue"]
+                k = d["kept_fraction"]
+                print(f"| {name} | {policy} | {budget:g} | "
+                      f"{s['ppl'] - s['baseline_ppl']:+.3f} ({s['baseline_ppl']:.3f}) | "
+                      f"{s['kl_mean']:.4f} | {s['kl_p99']:.3f} | {s['top1_agreement']:.3f} | "
+                      f"{k['streaming']:.3f} | "
+                      f"{c['ppl'] - c['baseline_ppl']:+.3f} ({c['baseline_ppl']:.3f}) | "
+                      f"{c['kl_mean']:.4f} | {c['top1_agreement']:.3f} | "
+                      f"{k['compress_continue']:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

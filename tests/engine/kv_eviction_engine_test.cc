@@ -1,0 +1,340 @@
+// KV eviction end to end on the TinyStories model (docs/adr/0005): a budget that holds
+// everything changes nothing; StreamingLLM runs past the context in bounded KV; SnapKV's kept set
+// does not depend on the prefill chunking; swap preemption of a compacted sequence resumes it
+// exactly; parallel sampling and beam search fork compacted blocks; evicting requests never
+// corrupt the prefix cache for the others; and every block comes back.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine_core.h"
+#include "engine/llm_internal.h"
+#include "kvforge/config_names.h"
+#include "kvforge/engine.h"
+#include "kvforge/llm.h"
+#include "support/test_paths.h"
+
+namespace kvforge {
+namespace {
+
+using Prompts = std::vector<std::vector<int32_t>>;
+
+Prompts GoldenPrompts() {
+  const auto j = nlohmann::json::parse(kvforge::testing::ReadFileOrDie(
+      kvforge::testing::SharedDir() + "/reference/stories260K-greedy.json"));
+  Prompts golden;
+  for (const auto& c : j["cases"]) golden.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
+  return golden;
+}
+
+// Every golden prompt concatenated, then prompt i: long prompts sharing a prefix.
+Prompts LongPrompts() {
+  const Prompts golden = GoldenPrompts();
+  std::vector<int32_t> system = golden[0];
+  for (size_t i = 1; i < golden.size(); ++i)
+    system.insert(system.end(), golden[i].begin() + 1, golden[i].end());
+  Prompts out;
+  for (const auto& g : golden) {
+    std::vector<int32_t> p = system;
+    p.insert(p.end(), g.begin() + 1, g.end());
+    out.push_back(p);
+  }
+  return out;
+}
+
+SamplingParams Greedy(int n, std::optional<KvPolicy> policy = std::nullopt) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = n;
+  p.ignore_eos = true;
+  p.kv_policy = policy;
+  return p;
+}
+
+KvPolicy Policy(KvPolicyKind kind, double budget) {
+  KvPolicy p;
+  p.kind = kind;
+  p.budget = budget;
+  return p;
+}
+
+EngineConfig Base() {
+  EngineConfig c;
+  c.max_model_len = 512;
+  c.threads = 2;
+  return c;
+}
+
+std::vector<std::vector<int32_t>> Ids(const std::vector<RequestOutput>& outs) {
+  std::vector<std::vector<int32_t>> ids;
+  for (const auto& o : outs) ids.push_back(o.outputs.at(0).token_ids);
+  return ids;
+}
+
+constexpr KvPolicyKind kAllPolicies[] = {
+    KvPolicyKind::kStreaming, KvPolicyKind::kH2O,       KvPolicyKind::kTova,
+    KvPolicyKind::kKnorm,     KvPolicyKind::kSnapKV,    KvPolicyKind::kPyramidKV,
+    KvPolicyKind::kRandom};
+
+TEST(KvEvictionEngineTest, ABudgetThatHoldsEverythingChangesNothing) {
+  const Prompts prompts = LongPrompts();
+  LLM plain(Base());
+  ASSERT_TRUE(plain.ok());
+  auto want = plain.generate(prompts, Greedy(40));
+  ASSERT_TRUE(want.ok());
+  for (KvPolicyKind k : kAllPolicies) {
+    EngineConfig c = Base();
+    c.kv_policy = Policy(k, 4096);
+    LLM llm(c);
+    ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+    auto got = llm.generate(prompts, Greedy(40));
+    ASSERT_TRUE(got.ok()) << got.error().ToString();
+    EXPECT_EQ(Ids(*got), Ids(*want)) << KvPolicyName(k);
+    EXPECT_EQ(llm.stats().kv_compactions, 0) << KvPolicyName(k);
+    EXPECT_EQ(llm.stats().kv_usage, 0.0);
+  }
+}
+
+TEST(KvEvictionEngineTest, EveryPolicyBoundsTheKvAndReturnsEveryBlock) {
+  const Prompts prompts = LongPrompts();
+  for (KvPolicyKind k : kAllPolicies) {
+    for (const char* dtype : {"f16", "q8_0", "kivi2", "kvquant3"}) {
+      EngineConfig c = Base();
+      ASSERT_TRUE(SetConfigField(&c, "kv_cache_dtype", dtype).ok());
+      if (std::string(dtype) == "kivi2") c.enable_prefix_caching = false;
+      c.kv_policy = Policy(k, 48);
+      LLM llm(c);
+      ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+      auto outs = llm.generate(prompts, Greedy(120));
+      ASSERT_TRUE(outs.ok()) << KvPolicyName(k) << " " << dtype << ": " << outs.error().ToString();
+      const int64_t block = c.block_size;
+      for (const auto& o : *outs) {
+        ASSERT_EQ(o.outputs[0].token_ids.size(), 120u);
+        // PyramidKV's first layer may keep the whole prompt (its budget is up to twice the
+        // mean): the table, which every layer shares, then does not shrink (docs/adr/0005).
+        if (k != KvPolicyKind::kPyramidKV) {
+          EXPECT_GT(o.metrics.kv_evicted_tokens, 0)
+            << KvPolicyName(k) << " " << dtype << " prompt " << o.metrics.prompt_tokens
+            << " peak " << o.metrics.kv_peak_tokens;
+        }
+        const int64_t total = o.metrics.prompt_tokens + 120;
+        if (k == KvPolicyKind::kSnapKV || k == KvPolicyKind::kPyramidKV) {
+          // One shot on the prompt; generated tokens are all kept.
+          EXPECT_LT(o.metrics.kv_peak_tokens, total + 1);
+        } else {
+          // Bounded by the budget, a block of slack and one prefill chunk.
+          EXPECT_LE(o.metrics.kv_peak_tokens, 48 + 32 + o.metrics.prompt_tokens)
+              << KvPolicyName(k) << " " << dtype;
+        }
+        (void)block;
+      }
+      EXPECT_GT(llm.stats().kv_compactions, 0);
+      EXPECT_EQ(llm.stats().kv_usage, 0.0) << KvPolicyName(k) << " " << dtype;
+      EXPECT_TRUE(engine::CoreOf(llm)->cache().CheckInvariants().ok());
+    }
+  }
+}
+
+TEST(KvEvictionEngineTest, StreamingRunsPastTheContextInConstantKv) {
+  EngineConfig c = Base();
+  c.max_model_len = 128;
+  c.kv_policy = Policy(KvPolicyKind::kStreaming, 48);
+  LLM llm(c);
+  ASSERT_TRUE(llm.ok());
+  auto outs = llm.generate(Prompts{GoldenPrompts()[0]}, Greedy(2000));
+  ASSERT_TRUE(outs.ok()) << outs.error().ToString();
+  const RequestOutput& o = (*outs)[0];
+  EXPECT_EQ(o.outputs[0].token_ids.size(), 2000u);  // 16x the context
+  EXPECT_LE(o.metrics.kv_peak_tokens, 48 + c.block_size);
+  EXPECT_GT(o.metrics.kv_evicted_tokens, 1900);
+  // Without the policy the same request is refused: it does not fit the context.
+  EngineConfig plain = c;
+  plain.kv_policy = KvPolicy{};
+  LLM refused(plain);
+  EXPECT_FALSE(refused.generate(Prompts{GoldenPrompts()[0]}, Greedy(2000)).ok());
+}
+
+TEST(KvEvictionEngineTest, SnapKvKeepsTheSameTokensWhateverTheChunking) {
+  // The observation window's attention is summed per query, so chunks that split the window give
+  // the same scores (up to float rounding) and the same kept set: the outputs agree.
+  const Prompts prompts = LongPrompts();
+  std::vector<std::vector<std::vector<int32_t>>> runs;
+  for (int64_t chunk : {512, 7, 33}) {
+    EngineConfig c = Base();
+    c.max_num_batched_tokens = chunk;
+    c.kv_policy = Policy(KvPolicyKind::kSnapKV, 0.3);
+    c.enable_prefix_caching = false;
+    LLM llm(c);
+    ASSERT_TRUE(llm.ok());
+    auto outs = llm.generate(prompts, Greedy(32));
+    ASSERT_TRUE(outs.ok()) << outs.error().ToString();
+    for (const auto& o : *outs) EXPECT_GT(o.metrics.kv_evicted_tokens, 0);
+    runs.push_back(Ids(*outs));
+  }
+  EXPECT_EQ(runs[1], runs[0]) << "chunks of 7";
+  EXPECT_EQ(runs[2], runs[0]) << "chunks of 33";
+}
+
+TEST(KvEvictionEngineTest, SwapPreemptionResumesACompactedSequenceExactly) {
+  const Prompts prompts = LongPrompts();
+  EngineConfig c = Base();
+  c.kv_policy = Policy(KvPolicyKind::kH2O, 80);
+  c.enable_prefix_caching = false;
+  LLM roomy(c);
+  ASSERT_TRUE(roomy.ok());
+  auto want = roomy.generate(prompts, Greedy(100));
+  ASSERT_TRUE(want.ok());
+  // 14 blocks: sequences grow to 96 slots (6 blocks) before compacting to 80, so the six
+  // requests cannot all run.
+  c.kv_cache_memory_bytes = 640ull * 16 * 14;
+  c.preemption_mode = PreemptionMode::kSwap;
+  c.swap_space_bytes = 64ull << 20;
+  LLM tight(c);
+  ASSERT_TRUE(tight.ok());
+  auto got = tight.generate(prompts, Greedy(100));
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  int64_t preemptions = 0;
+  for (const auto& o : *got) preemptions += o.metrics.num_preemptions;
+  EXPECT_GT(preemptions, 0) << "the pool should have forced preemptions";
+  EXPECT_EQ(Ids(*got), Ids(*want));
+  EXPECT_EQ(tight.stats().kv_usage, 0.0);
+  // Recompute preemption runs the policy again over the recomputed tokens: it finishes and
+  // returns every block (the kept set of a history-dependent policy may differ).
+  c.preemption_mode = PreemptionMode::kRecompute;
+  LLM recompute(c);
+  auto again = recompute.generate(prompts, Greedy(100));
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  for (const auto& o : *again) EXPECT_EQ(o.outputs[0].token_ids.size(), 100u);
+  EXPECT_EQ(recompute.stats().kv_usage, 0.0);
+}
+
+TEST(KvEvictionEngineTest, ParallelSamplingAndBeamsForkCompactedBlocks) {
+  const Prompts prompts = {LongPrompts()[0]};
+  EngineConfig c = Base();
+  c.kv_policy = Policy(KvPolicyKind::kSnapKV, 32);
+  LLM llm(c);
+  ASSERT_TRUE(llm.ok());
+  SamplingParams p = Greedy(30);
+  p.temperature = 0.9f;
+  p.seed = 7;
+  p.n = 4;
+  auto outs = llm.generate(prompts, p);
+  ASSERT_TRUE(outs.ok()) << outs.error().ToString();
+  ASSERT_EQ((*outs)[0].outputs.size(), 4u);
+  for (const auto& o : (*outs)[0].outputs) EXPECT_EQ(o.token_ids.size(), 30u);
+  EXPECT_EQ(llm.stats().kv_usage, 0.0);
+  SamplingParams b = Greedy(20);
+  b.beam_width = 3;
+  b.n = 2;
+  b.ignore_eos = true;
+  c.kv_policy = Policy(KvPolicyKind::kH2O, 24);
+  LLM beams(c);
+  auto bo = beams.generate(prompts, b);
+  ASSERT_TRUE(bo.ok()) << bo.error().ToString();
+  EXPECT_EQ((*bo)[0].outputs.size(), 2u);
+  EXPECT_EQ(beams.stats().kv_usage, 0.0);
+}
+
+// Requests with and without eviction share prefixes in one engine; the ones without must get
+// exactly what they get with prefix caching off: a compacted sequence never publishes its slots
+// nor changes a cached block. Randomised over request mixes, orders and policies.
+TEST(KvEvictionEngineTest, EvictingRequestsNeverCorruptThePrefixCache) {
+  const Prompts prompts = LongPrompts();
+  EngineConfig off = Base();
+  off.enable_prefix_caching = false;
+  LLM reference(off);
+  ASSERT_TRUE(reference.ok());
+  auto want = reference.generate(prompts, Greedy(24));
+  ASSERT_TRUE(want.ok());
+  std::mt19937 rng(11);
+  for (const char* mode : {"hash", "radix"}) {
+    for (int round = 0; round < 4; ++round) {
+      EngineConfig c = Base();
+      ASSERT_TRUE(SetConfigField(&c, "prefix_cache_mode", mode).ok());
+      c.block_size = round % 2 == 0 ? 16 : 8;
+      LLM llm(c);
+      ASSERT_TRUE(llm.ok());
+      EngineCore* core = engine::CoreOf(llm);
+      std::map<int64_t, std::pair<size_t, bool>> which;  // request -> (prompt, evicting)
+      std::map<int64_t, std::vector<int32_t>> got;
+      for (int i = 0; i < 18; ++i) {
+        const size_t pi = rng() % prompts.size();
+        const bool evicting = rng() % 2 == 0;
+        const KvPolicyKind kinds[] = {KvPolicyKind::kSnapKV, KvPolicyKind::kH2O,
+                                      KvPolicyKind::kStreaming};
+        auto params = Greedy(24, evicting ? std::optional<KvPolicy>(Policy(kinds[rng() % 3], 40))
+                                          : std::nullopt);
+        auto id = core->AddRequest(prompts[pi], params,
+                                   [&got](const RequestOutput& o) {
+                                     if (o.finished) got[o.request_id] = o.outputs[0].token_ids;
+                                   },
+                                   0);
+        ASSERT_TRUE(id.ok()) << id.error().ToString();
+        which[*id] = {pi, evicting};
+        if (rng() % 3 == 0) {
+          ASSERT_TRUE(core->Step().ok());  // staggered arrivals
+        }
+      }
+      for (int s = 0; s < 100000 && core->HasWork(); ++s) ASSERT_TRUE(core->Step().ok());
+      ASSERT_FALSE(core->HasWork()) << "the engine did not finish within the bound";
+      int64_t checked = 0;
+      for (const auto& [id, w] : which) {
+        ASSERT_TRUE(got.count(id)) << "request " << id << " did not finish";
+        if (w.second) continue;
+        EXPECT_EQ(got[id], (*want)[w.first].outputs[0].token_ids)
+            << mode << " round " << round << " prompt " << w.first;
+        ++checked;
+      }
+      EXPECT_GT(checked, 0);
+      EXPECT_GT(llm.stats().prefix_cache_hit_tokens, 0) << "the prefix cache should be hit";
+      EXPECT_TRUE(core->cache().CheckInvariants().ok());
+      EXPECT_EQ(llm.stats().kv_usage, 0.0);
+    }
+  }
+}
+
+TEST(KvEvictionEngineTest, BadPoliciesAreRejected) {
+  EngineConfig c = Base();
+  c.kv_policy = Policy(KvPolicyKind::kSnapKV, 0);
+  LLM bad(c);
+  EXPECT_FALSE(bad.ok());
+  LLM llm(Base());
+  ASSERT_TRUE(llm.ok());
+  auto r = llm.generate(Prompts{GoldenPrompts()[0]},
+                        Greedy(4, Policy(KvPolicyKind::kStreaming, 3)));  // 4 sinks >= budget 3
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("sinks"), std::string::npos) << r.error().message();
+  EngineConfig contiguous = Base();
+  contiguous.contiguous_kv = true;
+  contiguous.kv_cache_memory_bytes = 640ull * 512 * 8;
+  LLM cont(contiguous);
+  ASSERT_TRUE(cont.ok());
+  EXPECT_FALSE(
+      cont.generate(Prompts{GoldenPrompts()[0]}, Greedy(4, Policy(KvPolicyKind::kH2O, 64))).ok());
+}
+
+// The single-request Engine (kvforge run / eval) evicts the same way.
+TEST(KvEvictionEngineTest, SingleRequestEngineEvictsToo) {
+  EngineConfig c = Base();
+  c.max_model_len = 128;
+  c.kv_policy = Policy(KvPolicyKind::kStreaming, 40);
+  auto e = Engine::Create(c);
+  ASSERT_TRUE(e.ok()) << e.error().ToString();
+  auto r = (*e)->Generate(LongPrompts()[0], Greedy(500));
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->tokens.size(), 500u);
+  EXPECT_LE(r->kv_peak_tokens, 40 + c.block_size + c.max_num_batched_tokens);
+  EXPECT_GT(r->kv_evicted_tokens, 0);
+  // Same budget through the batched engine: same tokens.
+  LLM llm(c);
+  auto outs = llm.generate(Prompts{LongPrompts()[0]}, Greedy(500));
+  ASSERT_TRUE(outs.ok()) << outs.error().ToString();
+  EXPECT_EQ((*outs)[0].outputs[0].token_ids, r->tokens);
+}
+
+}  // namespace
+}  // namespace kvforge

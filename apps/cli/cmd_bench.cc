@@ -14,9 +14,9 @@
 #include "commands.h"
 #include "engine/llm_internal.h"
 #include "flags.h"
+#include "kv_flags.h"
 #include "kvforge/config_names.h"
 #include "kvforge/llm.h"
-#include "kv_flags.h"
 
 namespace kvforge::cli {
 namespace {
@@ -157,8 +157,7 @@ int ThroughputMain(const Args& args) {
   int64_t num_prompts = 64, input_len = 128, output_len = 128, seed = 1, threads = 0,
           max_num_seqs = 64, max_batched = 2048, block_size = 16, max_len = 0, prefix_len = 400,
           turns = 4, long_prefill = 0;
-  bool json = false, compare = false, no_progress = false, contiguous = false,
-       compare_kv = false;
+  bool json = false, compare = false, no_progress = false, contiguous = false, compare_kv = false;
   KvFlags kv;
   FlagParser p(
       "bench throughput",
@@ -214,8 +213,9 @@ int ThroughputMain(const Args& args) {
   EngineConfig cfg;
   if (Status s = ApplyKvFlags(kv, &cfg); !s.ok()) return BadFlagValue(s);
   if (compare_kv && (!cfg.kv_policy.enabled() || compare || prefix == "all")) {
-    std::fprintf(stderr, "kvforge: --compare-kv-policy needs --kv-policy, without --compare or "
-                         "--prefix-cache all\n");
+    std::fprintf(stderr,
+                 "kvforge: --compare-kv-policy needs --kv-policy, without --compare or "
+                 "--prefix-cache all\n");
     return 2;
   }
   cfg.model = model;
@@ -269,8 +269,10 @@ int ThroughputMain(const Args& args) {
   if (compare_kv) {
     // Alternated, twice: these machines drift; the ratio of the per-mode medians is reported.
     const std::string policy(KvPolicyName(cfg.kv_policy.kind));
-    runs = {{"full", batching, prefix, true}, {policy, batching, prefix, false},
-            {"full", batching, prefix, true}, {policy, batching, prefix, false}};
+    runs = {{"full", batching, prefix, true},
+            {policy, batching, prefix, false},
+            {"full", batching, prefix, true},
+            {policy, batching, prefix, false}};
   } else if (compare) {
     runs = {{"static", "static", prefix}, {"continuous", "continuous", prefix}};
   } else if (prefix == "all") {
@@ -302,13 +304,14 @@ int ThroughputMain(const Args& args) {
           (long long)full_run, (long long)pol_run);
     } else {
       for (const auto& r : results)
-        std::printf("%-10s %.1f output tok/s, at most %lld sequences running, %lld preemptions, "
-                    "%lld tokens evicted\n",
-                    r.mode.c_str(), r.output_tps(), (long long)r.max_running,
-                    (long long)r.preemptions, (long long)r.kv_evicted_tokens);
+        std::printf(
+            "%-10s %.1f output tok/s, at most %lld sequences running, %lld preemptions, "
+            "%lld tokens evicted\n",
+            r.mode.c_str(), r.output_tps(), (long long)r.max_running, (long long)r.preemptions,
+            (long long)r.kv_evicted_tokens);
       std::printf("%s / full KV: output tokens/s %.2fx, most running sequences %lld vs %lld\n",
-                  KvPolicyName(cfg.kv_policy.kind).data(), pol_tps / full_tps,
-                  (long long)pol_run, (long long)full_run);
+                  KvPolicyName(cfg.kv_policy.kind).data(), pol_tps / full_tps, (long long)pol_run,
+                  (long long)full_run);
     }
     return 0;
   }

@@ -212,10 +212,11 @@ int EvalKvMain(const Args& args) {
       info.kv_cache_dtype.c_str(), (unsigned long long)bpt, bits,
       (*base)->info().kv_cache_dtype.c_str(), (unsigned long long)base_bpt);
   if (test_o.kv_policy.enabled())
-    std::printf("KV policy %s, budget %g: KV kept at the end of a chunk %.1f%% (streaming), "
-                "%.1f%% (compress_continue)\n",
-                KvPolicyName(test_o.kv_policy.kind).data(), test_o.kv_policy.budget,
-                100 * kept_streaming, 100 * kept_continue);
+    std::printf(
+        "KV policy %s, budget %g: KV kept at the end of a chunk %.1f%% (streaming), "
+        "%.1f%% (compress_continue)\n",
+        KvPolicyName(test_o.kv_policy.kind).data(), test_o.kv_policy.budget, 100 * kept_streaming,
+        100 * kept_continue);
   std::printf("%-18s %10s %10s %12s %12s %8s %7s\n", "regime", "ppl", "base ppl", "KL mean",
               "KL p99", "top-1", "tokens");
   for (const RegimeStats* r : {&tf, &st, &cc})

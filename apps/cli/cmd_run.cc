@@ -262,8 +262,10 @@ int RunMain(const Args& args) {
         r.prompt_tokens.size(), r.prefill_tokens_per_s, r.ttft_ms, r.tokens.size(),
         r.decode_tokens_per_s, (*engine)->num_threads(), FinishReasonName(r.finish));
     if (r.kv_peak_tokens > 0)
-      std::fprintf(stderr, "kvforge: KV eviction: %lld tokens evicted, at most %lld held, %lld at "
-                   "the end\n", (long long)r.kv_evicted_tokens, (long long)r.kv_peak_tokens,
+      std::fprintf(stderr,
+                   "kvforge: KV eviction: %lld tokens evicted, at most %lld held, %lld at "
+                   "the end\n",
+                   (long long)r.kv_evicted_tokens, (long long)r.kv_peak_tokens,
                    (long long)r.kv_final_tokens);
   }
   return 0;

@@ -46,9 +46,12 @@ Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
   config->kv_scales_per_head = f.scales_per_head;
   config->kv_turbo_qjl = f.turbo_qjl;
   const std::pair<const char*, const std::string*> policy_fields[] = {
-      {"kv_policy", &f.policy},       {"kv_budget", &f.budget},
-      {"kv_sinks", &f.sinks},         {"kv_window", &f.window},
-      {"kv_pool_kernel", &f.pool_kernel}, {"kv_pyramid_beta", &f.pyramid_beta},
+      {"kv_policy", &f.policy},
+      {"kv_budget", &f.budget},
+      {"kv_sinks", &f.sinks},
+      {"kv_window", &f.window},
+      {"kv_pool_kernel", &f.pool_kernel},
+      {"kv_pyramid_beta", &f.pyramid_beta},
   };
   for (const auto& [name, text] : policy_fields) {
     if (text->empty()) continue;

@@ -146,9 +146,10 @@ ConfigField Dtype(const char* name, KvCacheDtype EngineConfig::*m, const char* h
 }
 
 // A KvPolicy member: `parse` reads the text into the policy (the field name for errors).
-ConfigField PolicyField(const char* name, ConfigFieldKind kind, const char* help,
-                        std::function<Status(KvPolicy&, std::string_view, const std::string&)> parse,
-                        std::function<std::string(const KvPolicy&)> print) {
+ConfigField PolicyField(
+    const char* name, ConfigFieldKind kind, const char* help,
+    std::function<Status(KvPolicy&, std::string_view, const std::string&)> parse,
+    std::function<std::string(const KvPolicy&)> print) {
   ConfigField f{name, kind, help, {}, nullptr, nullptr};
   f.set = [parse, n = f.name](EngineConfig& c, std::string_view t) {
     return parse(c.kv_policy, t, n);

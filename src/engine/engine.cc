@@ -200,9 +200,9 @@ Result<std::vector<float>> Engine::LogitsAll(const std::vector<int32_t>& tokens,
   im.kv->Free(0);
   std::unique_ptr<engine::SeqEviction> evict;
   if (im.opts.kv_policy.enabled())
-    evict = std::make_unique<engine::SeqEviction>(
-        im.opts.kv_policy, steps.front(), static_cast<int32_t>(im.model->config().n_layer),
-        im.kv->block_tokens(), n);
+    evict = std::make_unique<engine::SeqEviction>(im.opts.kv_policy, steps.front(),
+                                                  static_cast<int32_t>(im.model->config().n_layer),
+                                                  im.kv->block_tokens(), n);
   if (!evict && !im.kv->EnsureTokens(0, n)) return Status::ResourceExhausted("KV cache too small");
   std::vector<float> all(static_cast<size_t>(n * n_vocab)), logits;
   int64_t pos = 0;
@@ -217,8 +217,7 @@ Result<std::vector<float>> Engine::LogitsAll(const std::vector<int32_t>& tokens,
     pos += s;
   }
   im.last_eviction = {};
-  if (evict)
-    im.last_eviction = {evict->evicted_tokens(), im.kv->NumTokens(0), evict->peak_slots()};
+  if (evict) im.last_eviction = {evict->evicted_tokens(), im.kv->NumTokens(0), evict->peak_slots()};
   im.kv->Free(0);
   if (!st.ok()) return st;
   return all;
@@ -244,14 +243,14 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   const bool streaming = kv_policy.kind == KvPolicyKind::kStreaming;
   std::unique_ptr<engine::SeqEviction> evict;
   if (kv_policy.enabled())
-    evict = std::make_unique<engine::SeqEviction>(
-        kv_policy, static_cast<int64_t>(prompt.size()),
-        static_cast<int32_t>(im.model->config().n_layer), im.kv->block_tokens());
+    evict = std::make_unique<engine::SeqEviction>(kv_policy, static_cast<int64_t>(prompt.size()),
+                                                  static_cast<int32_t>(im.model->config().n_layer),
+                                                  im.kv->block_tokens());
   int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   // StreamingLLM's cache-relative positions let generation run past the context in O(1) KV.
   if (streaming && static_cast<int64_t>(prompt.size()) <= im.max_ctx)
-    need = std::min(need, static_cast<int64_t>(prompt.size()) + evict->budget() +
-                              im.kv->block_tokens());
+    need = std::min(need,
+                    static_cast<int64_t>(prompt.size()) + evict->budget() + im.kv->block_tokens());
   if (need > im.max_ctx)
     return Status::InvalidArgument(base::StrFormat(
         "this request needs %lld tokens (prompt %zu + max_tokens %d) but the context holds %lld",

@@ -134,9 +134,9 @@ std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t in
   s->stop = std::make_unique<engine::StopChecker>(*tok_, r.params);
   const KvPolicy kv = r.params.kv_policy.value_or(cfg_.kv_policy);
   if (kv.enabled())
-    s->evict = std::make_unique<engine::SeqEviction>(
-        kv, static_cast<int64_t>(r.prompt.size()), static_cast<int32_t>(model_->config().n_layer),
-        cache_->block_tokens());
+    s->evict = std::make_unique<engine::SeqEviction>(kv, static_cast<int64_t>(r.prompt.size()),
+                                                     static_cast<int32_t>(model_->config().n_layer),
+                                                     cache_->block_tokens());
   seq_owner_[s->id] = r.id;
   return s;
 }

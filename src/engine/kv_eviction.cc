@@ -105,8 +105,8 @@ Result<bool> SeqEviction::Compact(kvstore::PagedKvCache& cache, int64_t seq) {
       if (p < dead.begin || p >= dead.end) live.push_back(static_cast<int32_t>(p));
     const int64_t b = budgets[static_cast<size_t>(l)];
     const std::vector<float> score = LayerScores(cache, seq, l, live);
-    keep[static_cast<size_t>(l)] = kvpolicy::SelectKept(live, score, b, kvpolicy::FrontKept(policy_),
-                                                        kvpolicy::RecentKept(policy_, b));
+    keep[static_cast<size_t>(l)] = kvpolicy::SelectKept(
+        live, score, b, kvpolicy::FrontKept(policy_), kvpolicy::RecentKept(policy_, b));
     drops = drops || keep[static_cast<size_t>(l)].size() < live.size();
   }
   if (!drops) return false;

@@ -82,7 +82,8 @@ void DecodeKvHeadRef(const KvPageView& v, int64_t p, int32_t kvh, float* out) {
     return;
   }
   if (kvquant::IsNuq(v.dtype)) {
-    kvquant::NuqDecode(row, v.row_values, v.nuq_key, *v.nuq, begin, v.head_dim, out, v.rope, v.PositionOf(p));
+    kvquant::NuqDecode(row, v.row_values, v.nuq_key, *v.nuq, begin, v.head_dim, out, v.rope,
+                       v.PositionOf(p));
     return;
   }
   if (v.turbo != nullptr) {  // turbo3 / turbo4: the spec (QJL or not) travels with the view

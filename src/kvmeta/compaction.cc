@@ -28,8 +28,7 @@ Result<CompactionPlan> PlanCompaction(int64_t n_slots, std::vector<std::vector<i
       if (has_dead && k[i] >= dead_begin[l] && k[i] < dead_end[l])
         return Status::InvalidArgument(
             base::StrFormat("compaction: layer %zu keeps dead slot %d", l, k[i]));
-      if (k[i] != static_cast<int32_t>(i))
-        plan.moves[l].push_back({k[i], static_cast<int32_t>(i)});
+      if (k[i] != static_cast<int32_t>(i)) plan.moves[l].push_back({k[i], static_cast<int32_t>(i)});
     }
     plan.new_slots = std::max<int64_t>(plan.new_slots, static_cast<int64_t>(k.size()));
   }

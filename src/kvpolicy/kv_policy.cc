@@ -12,10 +12,14 @@ struct NamedKind {
   std::string_view name;
 };
 constexpr NamedKind kKinds[] = {
-    {KvPolicyKind::kNone, "none"},       {KvPolicyKind::kStreaming, "streaming"},
-    {KvPolicyKind::kH2O, "h2o"},         {KvPolicyKind::kTova, "tova"},
-    {KvPolicyKind::kKnorm, "knorm"},     {KvPolicyKind::kSnapKV, "snapkv"},
-    {KvPolicyKind::kPyramidKV, "pyramidkv"}, {KvPolicyKind::kRandom, "random"},
+    {KvPolicyKind::kNone, "none"},
+    {KvPolicyKind::kStreaming, "streaming"},
+    {KvPolicyKind::kH2O, "h2o"},
+    {KvPolicyKind::kTova, "tova"},
+    {KvPolicyKind::kKnorm, "knorm"},
+    {KvPolicyKind::kSnapKV, "snapkv"},
+    {KvPolicyKind::kPyramidKV, "pyramidkv"},
+    {KvPolicyKind::kRandom, "random"},
 };
 
 }  // namespace
@@ -65,9 +69,9 @@ Status ValidateKvPolicy(const KvPolicy& p) {
   if (p.budget >= 1) {
     const auto budget = static_cast<int64_t>(p.budget);
     if (p.kind == KvPolicyKind::kStreaming && p.sinks >= budget)
-      return Status::InvalidArgument(base::StrFormat(
-          "streaming: %d sinks leave no room for recent tokens in a budget of %lld", p.sinks,
-          (long long)budget));
+      return Status::InvalidArgument(
+          base::StrFormat("streaming: %d sinks leave no room for recent tokens in a budget of %lld",
+                          p.sinks, (long long)budget));
     if ((p.kind == KvPolicyKind::kH2O || p.kind == KvPolicyKind::kSnapKV ||
          p.kind == KvPolicyKind::kPyramidKV) &&
         p.window >= budget)

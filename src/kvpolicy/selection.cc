@@ -35,9 +35,9 @@ int64_t RecentKept(const KvPolicy& p, int64_t budget) {
 }
 
 int64_t BudgetTokens(const KvPolicy& p, int64_t prompt_tokens) {
-  int64_t b = p.budget >= 1 ? static_cast<int64_t>(p.budget)
-                            : static_cast<int64_t>(std::ceil(p.budget * static_cast<double>(
-                                                                            prompt_tokens)));
+  int64_t b = p.budget >= 1
+                  ? static_cast<int64_t>(p.budget)
+                  : static_cast<int64_t>(std::ceil(p.budget * static_cast<double>(prompt_tokens)));
   int64_t forced = FrontKept(p) + 1;
   if (p.kind == KvPolicyKind::kH2O && p.window >= 0) forced = p.window + 1;
   if (IsOneShot(p.kind)) forced = ObservationWindow(p) + 1;

@@ -32,9 +32,9 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
           (long long)kvquant::kKiviGroup, (long long)min_r, (long long)c->kivi_r_));
   }
   if (!c->kivi_k_) {
-    KVF_ASSIGN_OR_RETURN(c->k_codec_, kvquant::RowCodec::Create(sc.k_dtype, sc.n_kv_head,
-                                                                sc.head_dim, /*key=*/true,
-                                                                /*turbo_qjl=*/sc.turbo_qjl));
+    KVF_ASSIGN_OR_RETURN(
+        c->k_codec_, kvquant::RowCodec::Create(sc.k_dtype, sc.n_kv_head, sc.head_dim, /*key=*/true,
+                                               /*turbo_qjl=*/sc.turbo_qjl));
   }
   c->nuq_k_ = kvquant::IsNuq(sc.k_dtype);
   c->nuq_v_ = kvquant::IsNuq(sc.v_dtype);
@@ -283,7 +283,8 @@ void PagedKvCache::WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t po
   if (auto it = compacted_.find(seq); it != compacted_.end() && !it->second.positions.empty()) {
     auto& pos = it->second.positions[static_cast<size_t>(layer)];
     pos.resize(static_cast<size_t>(slot0 + n));
-    for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(slot0 + i)] = static_cast<int32_t>(pos0 + i);
+    for (int64_t i = 0; i < n; ++i)
+      pos[static_cast<size_t>(slot0 + i)] = static_cast<int32_t>(pos0 + i);
   }
   if (fp8_calibrate_ && !scales_.calibrated(layer))
     scales_.Calibrate(layer, k, v, n, store_->config().head_dim, stride);

@@ -67,8 +67,8 @@ void PagedKvCache::CopyKeptRows(KvKind kind, int32_t layer, const std::vector<in
   const int32_t bt = block_tokens();
   const size_t bytes = store_->row_stride(kind);
   for (const kvmeta::SlotMove& m : moves) {
-    const uint8_t* src = store_->SlotRow(kind, layer, table[static_cast<size_t>(m.src / bt)],
-                                         m.src % bt);
+    const uint8_t* src =
+        store_->SlotRow(kind, layer, table[static_cast<size_t>(m.src / bt)], m.src % bt);
     uint8_t* dst = store_->SlotRow(kind, layer, table[static_cast<size_t>(m.dst / bt)], m.dst % bt);
     std::memmove(dst, src, bytes);
   }
@@ -125,8 +125,7 @@ Result<bool> PagedKvCache::Compact(int64_t seq, const kvmeta::CompactionPlan& pl
   for (int32_t l = 0; l < n_layer; ++l) {
     const SlotRange d = DeadSlots(l, seq);
     for (int32_t s : plan.keep[static_cast<size_t>(l)])
-      if (s >= d.begin && s < d.end)
-        return Status::InvalidArgument("compaction keeps a dead slot");
+      if (s >= d.begin && s < d.end) return Status::InvalidArgument("compaction keeps a dead slot");
   }
   const int64_t need = BlocksToCompact(seq, plan.new_slots);
   MakeRoom(need);
@@ -135,7 +134,7 @@ Result<bool> PagedKvCache::Compact(int64_t seq, const kvmeta::CompactionPlan& pl
   // the blocks it keeps become private (cached and shared contents stay intact for others).
   if (prefix_) prefix_->OnRelease(MakeSeqId(seq));
   KVF_ASSIGN_OR_RETURN(kvmeta::WriteOutcome w, mgr_.MakeWritable(MakeSeqId(seq), 0, plan.new_slots,
-                                                                  /*keep_cached=*/true));
+                                                                 /*keep_cached=*/true));
   if (!w.ok()) return false;
   Apply(w);
   Refresh(seq);

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,35 +15,16 @@
 #include "kvforge/config_names.h"
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
-#include "support/test_paths.h"
+#include "support/story_prompts.h"
 
 namespace kvforge {
 namespace {
 
-using Prompts = std::vector<std::vector<int32_t>>;
+using testing::Prompts;
 
-Prompts GoldenPrompts() {
-  const auto j = nlohmann::json::parse(kvforge::testing::ReadFileOrDie(
-      kvforge::testing::SharedDir() + "/reference/stories260K-greedy.json"));
-  Prompts golden;
-  for (const auto& c : j["cases"]) golden.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
-  return golden;
-}
+using testing::GoldenPrompts;
 
-// Every golden prompt concatenated, then prompt i: long prompts sharing a prefix.
-Prompts LongPrompts() {
-  const Prompts golden = GoldenPrompts();
-  std::vector<int32_t> system = golden[0];
-  for (size_t i = 1; i < golden.size(); ++i)
-    system.insert(system.end(), golden[i].begin() + 1, golden[i].end());
-  Prompts out;
-  for (const auto& g : golden) {
-    std::vector<int32_t> p = system;
-    p.insert(p.end(), g.begin() + 1, g.end());
-    out.push_back(p);
-  }
-  return out;
-}
+Prompts LongPrompts() { return testing::SharedPrefixPrompts(); }
 
 SamplingParams Greedy(int n, std::optional<KvPolicy> policy = std::nullopt) {
   SamplingParams p;
@@ -76,9 +56,8 @@ std::vector<std::vector<int32_t>> Ids(const std::vector<RequestOutput>& outs) {
 }
 
 constexpr KvPolicyKind kAllPolicies[] = {
-    KvPolicyKind::kStreaming, KvPolicyKind::kH2O,       KvPolicyKind::kTova,
-    KvPolicyKind::kKnorm,     KvPolicyKind::kSnapKV,    KvPolicyKind::kPyramidKV,
-    KvPolicyKind::kRandom};
+    KvPolicyKind::kStreaming, KvPolicyKind::kH2O,       KvPolicyKind::kTova,  KvPolicyKind::kKnorm,
+    KvPolicyKind::kSnapKV,    KvPolicyKind::kPyramidKV, KvPolicyKind::kRandom};
 
 TEST(KvEvictionEngineTest, ABudgetThatHoldsEverythingChangesNothing) {
   const Prompts prompts = LongPrompts();
@@ -118,8 +97,8 @@ TEST(KvEvictionEngineTest, EveryPolicyBoundsTheKvAndReturnsEveryBlock) {
         // mean): the table, which every layer shares, then does not shrink (docs/adr/0005).
         if (k != KvPolicyKind::kPyramidKV) {
           EXPECT_GT(o.metrics.kv_evicted_tokens, 0)
-            << KvPolicyName(k) << " " << dtype << " prompt " << o.metrics.prompt_tokens
-            << " peak " << o.metrics.kv_peak_tokens;
+              << KvPolicyName(k) << " " << dtype << " prompt " << o.metrics.prompt_tokens
+              << " peak " << o.metrics.kv_peak_tokens;
         }
         const int64_t total = o.metrics.prompt_tokens + 120;
         if (k == KvPolicyKind::kSnapKV || k == KvPolicyKind::kPyramidKV) {
@@ -266,13 +245,14 @@ TEST(KvEvictionEngineTest, EvictingRequestsNeverCorruptThePrefixCache) {
         const bool evicting = rng() % 2 == 0;
         const KvPolicyKind kinds[] = {KvPolicyKind::kSnapKV, KvPolicyKind::kH2O,
                                       KvPolicyKind::kStreaming};
-        auto params = Greedy(24, evicting ? std::optional<KvPolicy>(Policy(kinds[rng() % 3], 40))
-                                          : std::nullopt);
-        auto id = core->AddRequest(prompts[pi], params,
-                                   [&got](const RequestOutput& o) {
-                                     if (o.finished) got[o.request_id] = o.outputs[0].token_ids;
-                                   },
-                                   0);
+        auto params = Greedy(
+            24, evicting ? std::optional<KvPolicy>(Policy(kinds[rng() % 3], 40)) : std::nullopt);
+        auto id = core->AddRequest(
+            prompts[pi], params,
+            [&got](const RequestOutput& o) {
+              if (o.finished) got[o.request_id] = o.outputs[0].token_ids;
+            },
+            0);
         ASSERT_TRUE(id.ok()) << id.error().ToString();
         which[*id] = {pi, evicting};
         if (rng() % 3 == 0) {

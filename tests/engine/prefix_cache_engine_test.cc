@@ -11,6 +11,7 @@
 
 #include "kvforge/config_names.h"
 #include "kvforge/llm.h"
+#include "support/story_prompts.h"
 #include "support/test_paths.h"
 
 namespace kvforge {
@@ -18,23 +19,7 @@ namespace {
 
 using Prompts = std::vector<std::vector<int32_t>>;
 
-// A shared "system prompt" (all golden prompts concatenated) followed by each golden prompt.
-Prompts SharedPrefixPrompts() {
-  const auto j = nlohmann::json::parse(kvforge::testing::ReadFileOrDie(
-      kvforge::testing::SharedDir() + "/reference/stories260K-greedy.json"));
-  Prompts golden;
-  for (const auto& c : j["cases"]) golden.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
-  std::vector<int32_t> system = golden[0];
-  for (size_t i = 1; i < golden.size(); ++i)
-    system.insert(system.end(), golden[i].begin() + 1, golden[i].end());
-  Prompts out;
-  for (const auto& g : golden) {
-    std::vector<int32_t> p = system;
-    p.insert(p.end(), g.begin() + 1, g.end());
-    out.push_back(p);
-  }
-  return out;
-}
+using testing::SharedPrefixPrompts;
 
 SamplingParams Greedy(int n) {
   SamplingParams p;

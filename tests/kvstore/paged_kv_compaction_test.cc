@@ -58,9 +58,9 @@ std::vector<float> Rotated(std::vector<float> k, int64_t pos0) {
   return k;
 }
 
-constexpr KvDtype kAll[] = {KvDtype::kF32,     KvDtype::kF16,    KvDtype::kBf16,
-                            KvDtype::kFp8E4M3, KvDtype::kInt8,   KvDtype::kQ8_0,
-                            KvDtype::kQ4_0,    KvDtype::kKivi2,  KvDtype::kKivi4,
+constexpr KvDtype kAll[] = {KvDtype::kF32,      KvDtype::kF16,    KvDtype::kBf16,
+                            KvDtype::kFp8E4M3,  KvDtype::kInt8,   KvDtype::kQ8_0,
+                            KvDtype::kQ4_0,     KvDtype::kKivi2,  KvDtype::kKivi4,
                             KvDtype::kKvQuant3, KvDtype::kTurbo3, KvDtype::kTurbo4};
 
 TEST(PagedKvCompactionTest, KeptSlotsReadBackAtTheirNewSlotsForEveryDtype) {
@@ -139,7 +139,8 @@ TEST(PagedKvCompactionTest, KeptSlotsReadBackAtTheirNewSlotsForEveryDtype) {
       const auto k1 = Rotated(Random(4, 30), kTokens);
       fresh->Write(0, 0, kTokens, 4, k1.data(), k1.data(), kValues);
       for (int64_t i = 0; i < 4; ++i) {
-        const auto got = Row(c->KeyView(0, 0), 30 + i), want = Row(fresh->KeyView(0, 0), kTokens + i);
+        const auto got = Row(c->KeyView(0, 0), 30 + i),
+                   want = Row(fresh->KeyView(0, 0), kTokens + i);
         for (int32_t j = 0; j < kValues; ++j) ASSERT_NEAR(got[j], want[j], 1e-4f) << i;
       }
     }
@@ -224,14 +225,16 @@ TEST(PagedKvCompactionTest, ThePrefixCacheKeepsTheUncompressedPrefix) {
   for (int32_t l = 0; l < kLayers; ++l) c->Write(l, 0, 0, 32, k.data(), v.data(), kValues);
   std::vector<int32_t> tokens(32);
   for (int32_t i = 0; i < 32; ++i) tokens[i] = 100 + i;
-  c->prefix_cache()->Insert(kvmeta::MakeSeqId(0), tokens, 32, c->manager().Find(kvmeta::MakeSeqId(0))->blocks(), "", false);
+  c->prefix_cache()->Insert(kvmeta::MakeSeqId(0), tokens, 32,
+                            c->manager().Find(kvmeta::MakeSeqId(0))->blocks(), "", false);
   std::vector<int32_t> keep = {1, 5, 9, 13, 17, 21, 25, 29};
   auto plan = kvmeta::PlanCompaction(32, {keep, keep}, {}, {});
   ASSERT_TRUE(plan.ok());
   auto done = c->Compact(0, *plan, false);
   ASSERT_TRUE(done.ok() && *done);
   // A new sequence with the same tokens finds the prefix and reads the original rows.
-  const kvmeta::PrefixMatch m = c->prefix_cache()->Match(std::span<const int32_t>(tokens.data(), 31), "");
+  const kvmeta::PrefixMatch m =
+      c->prefix_cache()->Match(std::span<const int32_t>(tokens.data(), 31), "");
   ASSERT_GT(m.num_tokens, 0);
   ASSERT_GE(c->AttachPrefix(2, m, 31), m.num_tokens);
   for (int64_t p = 0; p < m.num_tokens; ++p) {

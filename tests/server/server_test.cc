@@ -83,12 +83,11 @@ TEST_F(ServerTest, PrefixCacheHitsAreReportedPerSalt) {
 TEST_F(ServerTest, KvPolicyPerRequestIsAcceptedOrRejectedWith400) {
   std::string prompt;
   for (int i = 0; i < 6; ++i) prompt += "Once upon a time there was a little girl named Lily. ";
-  const json base = {{"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0},
-                     {"ignore_eos", true}};
-  for (const json& policy :
-       {json("none"), json{{"name", "snapkv"}, {"budget", 0.25}},
-        json{{"name", "streaming"}, {"budget", 32}, {"sinks", 4}},
-        json{{"name", "h2o"}, {"budget", 24}, {"window", 8}}}) {
+  const json base = {
+      {"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
+  for (const json& policy : {json("none"), json{{"name", "snapkv"}, {"budget", 0.25}},
+                             json{{"name", "streaming"}, {"budget", 32}, {"sinks", 4}},
+                             json{{"name", "h2o"}, {"budget", 24}, {"window", 8}}}) {
     json req = base;
     req["kv_policy"] = policy;
     Reply r = Post(url(), "/v1/completions", req);

@@ -114,10 +114,26 @@ int LatencyMain(const Args& args) {
   std::vector<float> logits;
   std::mt19937 rng(static_cast<uint32_t>(seed));
   auto tok = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab)); };
+  // Sparse decode (--kv-policy quest|nsa): generated tokens read the blocks the policy selects.
+  EngineConfig policy_choice;
+  if (Status s = ApplyKvFlags(kv, &policy_choice); !s.ok()) return BadFlagValue(s);
+  const kvpolicy::SparseDecode sparse = kvpolicy::SparseDecodeFor(
+      policy_choice.kv_policy,
+      policy_choice.kv_policy.budget >= 1
+          ? static_cast<int64_t>(policy_choice.kv_policy.budget)
+          : static_cast<int64_t>(policy_choice.kv_policy.budget * static_cast<double>(total)),
+      (*cache)->block_tokens());
+  if (policy_choice.kv_policy.enabled() && sparse.kind == KvPolicyKind::kNone) {
+    std::fprintf(stderr,
+                 "kvforge: bench latency measures the sparse-decode policies (quest, nsa) "
+                 "only\n");
+    return 2;
+  }
   auto forward = [&](int64_t pos0, int64_t n) -> Status {
     model::Batch b;
     for (int64_t i = 0; i < n; ++i) b.tokens.push_back(tok());
     b.seqs.push_back({0, pos0, 0, n, false, true});
+    if (n == 1 && sparse.kind != KvPolicyKind::kNone) b.seqs.back().sparse = &sparse;
     return (*m)->Forward(b, **cache, ws, pool, &logits);
   };
   auto fill_depth = [&]() -> Status {

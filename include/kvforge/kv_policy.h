@@ -1,8 +1,9 @@
 // kvforge/kv_policy.h — which KV tokens a sequence keeps (eviction, docs/kv_cache.md#eviction).
 //
 // A policy bounds a sequence's KV to a budget of tokens per layer by evicting the rest, chosen by
-// the method's statistic; it is set per engine (EngineConfig::kv_policy) and may be overridden
-// per request (SamplingParams::kv_policy). Names are those of the CLI, server and Python API.
+// the method's statistic (or, for quest / nsa, bounds the tokens a decode step reads); it is set
+// per engine (EngineConfig::kv_policy) and may be overridden per request
+// (SamplingParams::kv_policy). Names are those of the CLI, server and Python API.
 //   none       keep everything (the default)
 //   streaming  StreamingLLM: `sinks` first tokens + the most recent ones; positions are
 //              cache-relative, so generation runs past the trained context in O(1) memory
@@ -16,6 +17,15 @@
 //   pyramidkv  snapkv with per-layer budgets falling linearly from the first layer to the last
 //              (`beta` 20: the last layer keeps (budget - window) / beta), same mean budget
 //   random     a uniformly random subset (control); the newest token stays
+// Sparse decode keeps every token and reads fewer of them per decode step (the budget is the
+// tokens read; prefill stays dense):
+//   quest      Quest: per KV block, channel-wise key min/max; a decode query reads the blocks
+//              with the highest upper bound sum_i max(q_i min_i, q_i max_i) (summed over the
+//              query heads of a KV group) plus the newest block; layers 0 and 1 stay dense
+//   nsa        training-free NSA (kv-methods.md B7): 64-token selection blocks scored by the
+//              softmax of q . mean key summed over the group, always the first block and the
+//              two newest, plus a sliding window of `window` (512) tokens, one exact softmax
+//              over the union
 // Thread-safety: plain values.
 #pragma once
 
@@ -36,6 +46,8 @@ enum class KvPolicyKind : uint8_t {
   kSnapKV,
   kPyramidKV,
   kRandom,
+  kQuest,
+  kNsa,
 };
 
 struct KvPolicy {

@@ -194,7 +194,7 @@ std::vector<ConfigField> PolicyFields() {
         return Status::Ok();
       },
       [](const KvPolicy& p) { return std::string(KvPolicyName(p.kind)); });
-  for (int i = 0; i <= static_cast<int>(KvPolicyKind::kRandom); ++i)
+  for (int i = 0; i <= static_cast<int>(KvPolicyKind::kNsa); ++i)
     kind.choices.emplace_back(KvPolicyName(static_cast<KvPolicyKind>(i)));
   f.push_back(std::move(kind));
   f.push_back(PolicyField(

@@ -240,6 +240,9 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   KVF_RETURN_IF_ERROR(base::CheckTokenIds(prompt, n_vocab).WithContext("prompt"));
   const KvPolicy kv_policy = params.kv_policy.value_or(im.opts.kv_policy);
   KVF_RETURN_IF_ERROR(ValidateKvPolicy(kv_policy).WithContext("kv_policy"));
+  if (kvpolicy::IsSparse(kv_policy.kind) && im.kv->KeySummaries(0).base == nullptr)
+    return Status::InvalidArgument(
+        "a sparse-decode kv_policy (quest, nsa) needs the engine's own kv_policy to be one");
   const bool streaming = kv_policy.kind == KvPolicyKind::kStreaming;
   std::unique_ptr<engine::SeqEviction> evict;
   if (kv_policy.enabled())

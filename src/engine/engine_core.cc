@@ -169,6 +169,11 @@ Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt,
   const KvPolicy kv = params.kv_policy.value_or(cfg_.kv_policy);
   if (kv.enabled() && cfg_.contiguous_kv)
     return Status::InvalidArgument("kv_policy needs paged KV (not the contiguous_kv baseline)");
+  if (kvpolicy::IsSparse(kv.kind) && cache_->KeySummaries(0).base == nullptr)
+    return Status::InvalidArgument(
+        StrFormat("kv_policy %s reads block key summaries, which this engine keeps only when its "
+                  "own kv_policy is quest or nsa",
+                  KvPolicyName(kv.kind).data()));
   int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   // StreamingLLM's positions are cache-relative: a generation may run past the context, its KV
   // bounded by the budget (plus a block of slack and a prefill chunk).

@@ -11,6 +11,7 @@ SeqEviction::SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t 
       budget_(kvpolicy::BudgetTokens(policy, budget_of >= 0 ? budget_of : prompt_tokens)),
       n_layer_(n_layer),
       slack_(std::max<int32_t>(block_tokens, 1)),
+      sparse_(kvpolicy::SparseDecodeFor(policy, budget_, block_tokens)),
       rng_(policy.seed) {}
 
 void SeqEviction::PrepareChunk(const kvstore::PagedKvCache& cache, int64_t token_pos,
@@ -24,6 +25,10 @@ void SeqEviction::PrepareChunk(const kvstore::PagedKvCache& cache, int64_t token
   }
   const int64_t slot0 = token_pos - cache.Evicted(chunk->kv_seq);
   chunk->slot0 = slot0;
+  if (kvpolicy::IsSparse(policy_.kind)) {  // reads fewer slots at decode, evicts nothing
+    chunk->sparse = chunk->n_tokens == 1 ? &sparse_ : nullptr;
+    return;
+  }
   chunk->pos0 = kvpolicy::RepositionsKeys(policy_.kind) ? slot0 : token_pos;
   const KvPolicyKind k = policy_.kind;
   if (!kvpolicy::ObservesAttention(k)) return;
@@ -46,6 +51,7 @@ void SeqEviction::PrepareChunk(const kvstore::PagedKvCache& cache, int64_t token
 Result<bool> SeqEviction::AfterStep(kvstore::PagedKvCache& cache, int64_t seq, int64_t computed) {
   const int64_t slots = cache.NumTokens(seq);
   peak_slots_ = std::max(peak_slots_, slots);
+  if (kvpolicy::IsSparse(policy_.kind)) return false;
   if (kvpolicy::IsOneShot(policy_.kind)) {
     if (one_shot_done_ || computed < prompt_tokens_) return false;
     one_shot_done_ = true;

@@ -15,6 +15,7 @@
 
 #include "kvforge/kv_policy.h"
 #include "kvpolicy/selection.h"
+#include "kvpolicy/sparse_selection.h"
 #include "kvstore/paged_kv_cache.h"
 #include "model/model.h"
 
@@ -55,7 +56,8 @@ class SeqEviction {
   bool one_shot_done_ = false;
   bool compacted_ = false;
   int64_t compactions_ = 0, evicted_tokens_ = 0, peak_slots_ = 0;
-  kvpolicy::SlotScores scores_;  // [layer][slot] observer sums
+  kvpolicy::SlotScores scores_;    // [layer][slot] observer sums
+  kvpolicy::SparseDecode sparse_;  // quest / nsa: what a decode step reads (evicts nothing)
   std::mt19937_64 rng_;
 };
 

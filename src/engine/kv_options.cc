@@ -1,6 +1,7 @@
 #include "engine/kv_options.h"
 
 #include "base/strings.h"
+#include "kvpolicy/sparse_selection.h"
 #include "kvquant/kivi.h"
 #include "kvquant/nuq_calibration.h"
 #include "kvquant/turbo.h"
@@ -41,6 +42,8 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
                                                       const EngineConfig& choice) {
   const KvDtype base = StoredKvDtype(choice.kv_cache_dtype, choice.kv_f16);
   kvstore::PagedKvCacheConfig kc;
+  // Sparse decode reads per-block key summaries, kept when the engine's policy needs them.
+  kc.key_summaries = kvpolicy::IsSparse(choice.kv_policy.kind);
   kvstore::KvStoreConfig& s = kc.store;
   s.n_layer = static_cast<int32_t>(mc.n_layer);
   s.n_kv_head = static_cast<int32_t>(mc.n_head_kv);

@@ -199,6 +199,7 @@ bool EngineKvSpace::SwapIn(int64_t seq) {
     cache_->mutable_store().WriteBlock((*blocks)[i], it->second.bytes.data() + i * bb);
   swap_used_ -= it->second.num_blocks;
   if (it->second.compaction) cache_->ImportCompaction(seq, std::move(*it->second.compaction));
+  cache_->RebuildKeySummaries(seq);          // new blocks: their sparse-decode summaries (if kept)
   if (prefix_caching()) computed_[seq] = 0;  // fresh blocks: registered again as computed
   swapped_.erase(it);
   return true;

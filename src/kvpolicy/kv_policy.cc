@@ -20,6 +20,8 @@ constexpr NamedKind kKinds[] = {
     {KvPolicyKind::kSnapKV, "snapkv"},
     {KvPolicyKind::kPyramidKV, "pyramidkv"},
     {KvPolicyKind::kRandom, "random"},
+    {KvPolicyKind::kQuest, "quest"},
+    {KvPolicyKind::kNsa, "nsa"},
 };
 
 }  // namespace

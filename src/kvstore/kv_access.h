@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/kernels.h"
+#include "kvpolicy/sparse_selection.h"
 
 namespace kvforge::kvstore {
 
@@ -35,6 +36,8 @@ class KvAccess {
   }
   // Slots of `layer` that attention must skip (a per-layer budget smaller than the table).
   virtual SlotRange DeadSlots(int32_t /*layer*/, int64_t /*seq*/) const { return {}; }
+  // Per-block key summaries of `layer` for sparse decode (base nullptr: none kept).
+  virtual kvpolicy::BlockKeySummaries KeySummaries(int32_t /*layer*/) const { return {}; }
   virtual kernels::KvPageView KeyView(int32_t layer, int64_t seq) const = 0;
   virtual kernels::KvPageView ValueView(int32_t layer, int64_t seq) const = 0;
 };

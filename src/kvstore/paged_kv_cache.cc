@@ -70,6 +70,10 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
     c->fp8_calibrate_ = cfg.fp8_calibrate && (IsFp8(sc.k_dtype) || IsFp8(sc.v_dtype));
     if (!c->fp8_calibrate_) c->scales_.Freeze();
   }
+  if (cfg.key_summaries)
+    c->summaries_.assign(static_cast<size_t>(sc.n_layer) * static_cast<size_t>(sc.num_blocks) *
+                             static_cast<size_t>(sc.n_kv_head) * 3 * static_cast<size_t>(sc.head_dim),
+                         0.0f);
   if (cfg.prefix_caching && !c->kivi_k_ && !c->kivi_v_) {
     c->prefix_ = kvmeta::MakePrefixCache(cfg.prefix_mode, &c->mgr_.mutable_pool());
     kvmeta::PrefixCache* pc = c->prefix_.get();
@@ -108,6 +112,8 @@ int64_t PagedKvCache::AttachPrefix(int64_t seq, const kvmeta::PrefixMatch& m,
       const int32_t dst = kvmeta::BlockIndex(mgr_.Find(MakeSeqId(seq))->blocks().back());
       store_->CopyBlockPrefix(kvmeta::BlockIndex(m.partial_block), dst,
                               static_cast<int32_t>(partial));
+      // The source's summary covers at least these tokens: still an upper bound.
+      CopyKeySummaries(kvmeta::BlockIndex(m.partial_block), dst);
       tokens += partial;
     }
   } else if (prefix_) {
@@ -123,8 +129,10 @@ int64_t PagedKvCache::NumTokens(int64_t seq) const {
 }
 
 void PagedKvCache::Apply(const kvmeta::WriteOutcome& out) {
-  for (const auto& c : out.copies)
+  for (const auto& c : out.copies) {
     store_->CopyBlockPrefix(kvmeta::BlockIndex(c.src), kvmeta::BlockIndex(c.dst), c.num_tokens);
+    CopyKeySummaries(kvmeta::BlockIndex(c.src), kvmeta::BlockIndex(c.dst));
+  }
 }
 
 void PagedKvCache::Refresh(int64_t seq) {
@@ -286,6 +294,7 @@ void PagedKvCache::WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t po
     for (int64_t i = 0; i < n; ++i)
       pos[static_cast<size_t>(slot0 + i)] = static_cast<int32_t>(pos0 + i);
   }
+  if (!summaries_.empty()) UpdateKeySummaries(layer, t, slot0, n, k, stride);  // post-RoPE keys
   if (fp8_calibrate_ && !scales_.calibrated(layer))
     scales_.Calibrate(layer, k, v, n, store_->config().head_dim, stride);
   if (nuq_k_ || nuq_v_) {

@@ -64,6 +64,9 @@ struct PagedKvCacheConfig {
   // below the sequence's residual window, which lives outside the blocks.
   bool prefix_caching = false;
   kvmeta::PrefixCacheMode prefix_mode = kvmeta::PrefixCacheMode::kHash;
+  // Sparse decode (Quest, NSA): keep per block and KV head the min, max and sum of the post-RoPE
+  // keys written (kvpolicy::BlockKeySummaries; 3 x head_dim floats per block, layer and head).
+  bool key_summaries = false;
 };
 
 // What a compacted sequence keeps beside its table (travels with it when it is swapped out).
@@ -163,6 +166,10 @@ class PagedKvCache final : public KvAccess {
   void WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t pos0, int64_t n, const float* k,
                const float* v, int64_t stride) override;
   SlotRange DeadSlots(int32_t layer, int64_t seq) const override;
+  kvpolicy::BlockKeySummaries KeySummaries(int32_t layer) const override;
+  // Recomputes the key summaries of `seq`'s blocks from the cache's rows (after a swap-in, whose
+  // blocks are new).
+  void RebuildKeySummaries(int64_t seq);
   kernels::KvPageView KeyView(int32_t layer, int64_t seq) const override;
   kernels::KvPageView ValueView(int32_t layer, int64_t seq) const override;
 
@@ -225,6 +232,12 @@ class PagedKvCache final : public KvAccess {
   bool nuq_k_ = false, nuq_v_ = false, nuq_post_rope_ = false;
   std::unique_ptr<kvquant::RopeTable> rope_;
   std::vector<float> pre_rope_;
+  // Sparse decode: [layer][block][kv head][min, max, sum][head_dim] (empty when off).
+  std::vector<float> summaries_;
+  void UpdateKeySummaries(int32_t layer, const std::vector<int32_t>& table, int64_t slot0,
+                          int64_t n, const float* k, int64_t stride);
+  void CopyKeySummaries(int32_t src, int32_t dst);
+  float* SummaryOf(int32_t layer, int32_t block, int32_t kvh);
   std::unique_ptr<kvmeta::PrefixCache> prefix_;  // after mgr_: destroyed before the pool
 };
 

@@ -72,6 +72,46 @@ void Workspace::Ensure(const ModelConfig& c, int64_t n_tokens, int64_t max_kv_le
   }
 }
 
+namespace {
+
+// Sparse decode: narrows a one-query attention of KV head `kvh` to the blocks the plan selects,
+// by pointing both views at a gathered table of those blocks (logical order kept, the query's
+// block last) so the kernels run unchanged over fewer slots. Views whose slots must stay where
+// they are (a KIVI residual window, a dead range) and caches without summaries stay dense.
+void GatherSparseBlocks(const kvpolicy::SparseDecode& plan, const kvpolicy::BlockKeySummaries& sums,
+                        int32_t kvh, std::vector<int32_t>* blocks, std::vector<int32_t>* positions,
+                        kernels::AttentionArgs* a) {
+  if (sums.base == nullptr || a->k.recent != nullptr || a->v.recent != nullptr ||
+      a->dead_begin < a->dead_end || a->k.block_tokens != a->v.block_tokens)
+    return;
+  const int32_t bt = a->k.block_tokens;
+  const int64_t n_kv = a->slot0 + 1;
+  const int64_t n_logical = (n_kv + bt - 1) / bt;
+  const int64_t last_tokens = n_kv - (n_logical - 1) * bt;
+  const int32_t group = a->n_head / a->n_kv_head;
+  const float* q = a->q + static_cast<int64_t>(kvh) * group * a->head_dim;
+  const std::vector<int32_t> pick =
+      kvpolicy::SelectDecodeBlocks(plan, q, group, a->head_dim, a->scale, sums, kvh,
+                                   a->k.block_table, n_logical, last_tokens, bt);
+  // (A pick of every block still goes through the gathered table: it then computes exactly what
+  // dense attention does, which the tests rely on.)
+  blocks->clear();
+  for (int32_t b : pick) blocks->push_back(a->k.block_table[b]);
+  const int64_t n_read = static_cast<int64_t>(pick.size() - 1) * bt + last_tokens;
+  if (a->k.rope != nullptr) {  // kvquant3 keys rotate to their slot's position when read
+    positions->clear();
+    for (int32_t b : pick)
+      for (int64_t j = 0; j < (b + 1 == n_logical ? last_tokens : bt); ++j)
+        positions->push_back(
+            static_cast<int32_t>(a->k.PositionOf(static_cast<int64_t>(b) * bt + j)));
+    a->k.positions = positions->data();
+  }
+  a->k.block_table = a->v.block_table = blocks->data();
+  a->slot0 = n_read - 1;
+}
+
+}  // namespace
+
 int64_t Model::NumLogitRows(const Batch& batch) {
   int64_t n = 0;
   for (const auto& s : batch.seqs) n += s.logits_all ? s.n_tokens : (s.logits_last ? 1 : 0);
@@ -205,6 +245,11 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
         a.scale = scale;
         a.k = kv.KeyView(static_cast<int32_t>(l), s.kv_seq);
         a.v = kv.ValueView(static_cast<int32_t>(l), s.kv_seq);
+        // One task, one thread: its gathered block table / positions live until the call ends.
+        thread_local std::vector<int32_t> gathered_blocks, gathered_positions;
+        if (s.sparse != nullptr && s.n_tokens == 1 && l >= s.sparse->dense_layers)
+          GatherSparseBlocks(*s.sparse, kv.KeySummaries(static_cast<int32_t>(l)), task.kvh,
+                             &gathered_blocks, &gathered_positions, &a);
         kt.attention(a, task.kvh, task.kvh + 1, ws.scratch[static_cast<size_t>(th)].data());
       }
     });

@@ -45,6 +45,10 @@ struct SeqChunk {
   int64_t observed_stride = 0;
   int64_t observe_from = 0;
 
+  // Sparse decode (Quest, NSA): a one-token chunk reads only the KV blocks the plan selects
+  // from the cache's block key summaries (nullptr: dense).
+  const kvpolicy::SparseDecode* sparse = nullptr;
+
   int64_t first_slot() const { return slot0 < 0 ? pos0 : slot0; }
 };
 

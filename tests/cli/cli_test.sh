@@ -197,8 +197,13 @@ assert len(d["tokens"]) == 1000 and d["kv_peak_tokens"] <= 64 and d["kv_evicted_
 PYEOF
 check "run snapkv fraction" 0 "$KVF" run --prompt "Once upon a time, there was a little girl named Lily. She loved to play outside in the park." --temperature 0 --max-tokens 16 --kv-policy snapkv --kv-budget 0.5 --kv-window 8
 contains "snapkv eviction line" "$TMP/err" "KV eviction:"
+check "run quest sparse decode" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 200 --ignore-eos --kv-policy quest --kv-budget 48 --json
+contains "quest evicts nothing" "$TMP/out" '"kv_evicted_tokens":0'
+check "run nsa sparse decode" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 200 --ignore-eos --kv-policy nsa --kv-budget 128 --kv-window 32
+check "bench latency quest" 0 "$KVF" bench latency --n-prompt 0 --n-gen 8 --depth 256 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 64
+check "bench latency refuses eviction" 2 "$KVF" bench latency --n-prompt 0 --n-gen 8 --repetitions 1 --no-bandwidth --kv-policy h2o --kv-budget 64
 check "run bad kv policy" 2 "$KVF" run --prompt "Hi" --kv-policy lru --kv-budget 8
-contains "bad kv policy lists names" "$TMP/err" "none, streaming, h2o, tova, knorm, snapkv, pyramidkv, random"
+contains "bad kv policy lists names" "$TMP/err" "none, streaming, h2o, tova, knorm, snapkv, pyramidkv, random, quest, nsa"
 check "run kv policy without budget" 2 "$KVF" run --prompt "Hi" --kv-policy h2o
 check "run kv budget without policy" 2 "$KVF" run --prompt "Hi" --kv-budget 8
 check "run bad kv pool kernel" 2 "$KVF" run --prompt "Hi" --kv-policy snapkv --kv-budget 8 --kv-pool-kernel 4

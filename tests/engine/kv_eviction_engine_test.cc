@@ -297,6 +297,45 @@ TEST(KvEvictionEngineTest, BadPoliciesAreRejected) {
       cont.generate(Prompts{GoldenPrompts()[0]}, Greedy(4, Policy(KvPolicyKind::kH2O, 64))).ok());
 }
 
+// Sparse decode: with a budget covering every block, Quest and NSA read the whole cache through
+// the gathered block table and must give exactly the dense outputs (every KV dtype that keeps
+// its slots in the blocks, kvquant3's remembered positions included); with a small budget they
+// run, evict nothing and return every block.
+TEST(KvEvictionEngineTest, SparseDecodeCoveringEveryBlockIsDense) {
+  const Prompts prompts = LongPrompts();
+  for (const char* dtype : {"f16", "q8_0", "kvquant3", "turbo4"}) {
+    EngineConfig c = Base();
+    ASSERT_TRUE(SetConfigField(&c, "kv_cache_dtype", dtype).ok());
+    LLM dense(c);
+    ASSERT_TRUE(dense.ok());
+    auto want = dense.generate(prompts, Greedy(40));
+    ASSERT_TRUE(want.ok());
+    for (KvPolicyKind k : {KvPolicyKind::kQuest, KvPolicyKind::kNsa}) {
+      EngineConfig s = c;
+      s.kv_policy = Policy(k, 4096);
+      s.kv_policy.window = 0;
+      LLM sparse(s);
+      ASSERT_TRUE(sparse.ok()) << sparse.status().ToString();
+      auto got = sparse.generate(prompts, Greedy(40));
+      ASSERT_TRUE(got.ok()) << got.error().ToString();
+      EXPECT_EQ(Ids(*got), Ids(*want)) << KvPolicyName(k) << " " << dtype;
+      s.kv_policy = Policy(k, 48);
+      LLM small(s);
+      auto few = small.generate(prompts, Greedy(60));
+      ASSERT_TRUE(few.ok()) << few.error().ToString();
+      for (const auto& o : *few) {
+        EXPECT_EQ(o.outputs[0].token_ids.size(), 60u);
+        EXPECT_EQ(o.metrics.kv_evicted_tokens, 0);
+      }
+      EXPECT_EQ(small.stats().kv_usage, 0.0);
+    }
+  }
+  // A request cannot ask for sparse decode from an engine that keeps no block summaries.
+  LLM plain(Base());
+  EXPECT_FALSE(
+      plain.generate(Prompts{prompts[0]}, Greedy(4, Policy(KvPolicyKind::kQuest, 64))).ok());
+}
+
 // The single-request Engine (kvforge run / eval) evicts the same way.
 TEST(KvEvictionEngineTest, SingleRequestEngineEvictsToo) {
   EngineConfig c = Base();

@@ -17,9 +17,10 @@ namespace {
 constexpr KvPolicyKind kAllKinds[] = {
     KvPolicyKind::kNone,  KvPolicyKind::kStreaming, KvPolicyKind::kH2O,       KvPolicyKind::kTova,
     KvPolicyKind::kKnorm, KvPolicyKind::kSnapKV,    KvPolicyKind::kPyramidKV, KvPolicyKind::kRandom,
+    KvPolicyKind::kQuest, KvPolicyKind::kNsa,
 };
-constexpr std::string_view kAllNames[] = {"none",  "streaming", "h2o",       "tova",
-                                          "knorm", "snapkv",    "pyramidkv", "random"};
+constexpr std::string_view kAllNames[] = {"none",   "streaming", "h2o",    "tova",  "knorm",
+                                          "snapkv", "pyramidkv", "random", "quest", "nsa"};
 
 KvPolicy Policy(KvPolicyKind kind, double budget) {
   KvPolicy p;
@@ -50,7 +51,8 @@ TEST(KvPolicyNameTest, RoundTripsEveryName) {
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(*again, kAllKinds[i]);
   }
-  EXPECT_EQ(KvPolicyNames(), "none, streaming, h2o, tova, knorm, snapkv, pyramidkv, random");
+  EXPECT_EQ(KvPolicyNames(),
+            "none, streaming, h2o, tova, knorm, snapkv, pyramidkv, random, quest, nsa");
 }
 
 TEST(KvPolicyNameTest, DefaultPolicyIsDisabled) {

@@ -22,6 +22,7 @@ using ::kvforge::testing::Rng;
 constexpr KvPolicyKind kAllKinds[] = {
     KvPolicyKind::kNone,  KvPolicyKind::kStreaming, KvPolicyKind::kH2O,       KvPolicyKind::kTova,
     KvPolicyKind::kKnorm, KvPolicyKind::kSnapKV,    KvPolicyKind::kPyramidKV, KvPolicyKind::kRandom,
+    KvPolicyKind::kQuest, KvPolicyKind::kNsa,
 };
 
 KvPolicy Policy(KvPolicyKind kind, double budget) {
@@ -293,6 +294,7 @@ TEST(KindPredicatesTest, EveryKind) {
       {KvPolicyKind::kH2O, false, true, false},      {KvPolicyKind::kTova, false, true, false},
       {KvPolicyKind::kKnorm, false, false, false},   {KvPolicyKind::kSnapKV, true, true, false},
       {KvPolicyKind::kPyramidKV, true, true, false}, {KvPolicyKind::kRandom, false, false, false},
+      {KvPolicyKind::kQuest, false, false, false},   {KvPolicyKind::kNsa, false, false, false},
   };
   ASSERT_EQ(std::size(wants), std::size(kAllKinds));
   for (const Want& w : wants) {

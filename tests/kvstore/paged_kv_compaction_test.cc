@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "kvmeta/compaction.h"
 #include "kvquant/kv_dtype.h"
+#include "kvstore/kv_test_util.h"
 #include "kvstore/paged_kv_cache.h"
 
 namespace kvforge::kvstore {
@@ -22,26 +23,15 @@ using kvquant::KvDtype;
 constexpr int32_t kHeads = 2, kDim = 32, kValues = kHeads * kDim, kLayers = 2;
 
 std::unique_ptr<PagedKvCache> MakeCache(KvDtype d, bool prefix = false) {
-  PagedKvCacheConfig c;
-  c.store.n_layer = kLayers;
-  c.store.n_kv_head = kHeads;
-  c.store.head_dim = kDim;
-  c.store.block_tokens = kvquant::IsKivi(d) ? 32 : 8;
-  c.store.num_blocks = 64;
-  c.store.k_dtype = c.store.v_dtype = d;
+  PagedKvCacheConfig c =
+      testutil::SmallCacheConfig(d, d, kHeads, kDim, kvquant::IsKivi(d) ? 32 : 8, kLayers);
   c.rope.freq_base = 10000.0f;
   c.prefix_caching = prefix;
-  auto cache = PagedKvCache::Create(c);
-  EXPECT_TRUE(cache.ok()) << cache.error().ToString();
-  return cache.ok() ? std::move(*cache) : nullptr;
+  return testutil::CreateOrFail(c);
 }
 
 std::vector<float> Random(int64_t tokens, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> x(static_cast<size_t>(tokens * kValues));
-  for (auto& v : x) v = nd(rng);
-  return x;
+  return testutil::RandomRows(tokens, kValues, seed);
 }
 
 std::vector<float> Row(const kernels::KvPageView& v, int64_t p) {
@@ -246,6 +236,53 @@ TEST(PagedKvCompactionTest, ThePrefixCacheKeepsTheUncompressedPrefix) {
     for (int32_t j = 0; j < kValues; ++j) ASSERT_EQ(got[j], k[keep[i] * kValues + j]) << i;
   }
   ASSERT_TRUE(c->CheckInvariants().ok());
+}
+
+// Sparse decode's per-block key summaries equal the min / max / sum of the keys written, through
+// partial blocks and a copy-on-write append after a fork, and are rebuilt from the rows.
+TEST(PagedKvSummariesTest, SummariesFollowTheKeysWritten) {
+  PagedKvCacheConfig cfg =
+      testutil::SmallCacheConfig(KvDtype::kF32, KvDtype::kF32, kHeads, kDim, 8, kLayers);
+  cfg.key_summaries = true;
+  auto c = testutil::CreateOrFail(cfg);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(MakeCache(KvDtype::kF32)->KeySummaries(0).base, nullptr);  // off by default
+  const auto k = Random(29, 5), v = Random(29, 6);
+  ASSERT_TRUE(c->AddSequence(0, 20));
+  for (int32_t l = 0; l < kLayers; ++l) {
+    c->Write(l, 0, 0, 13, k.data(), v.data(), kValues);
+    c->Write(l, 0, 13, 7, k.data() + 13 * kValues, v.data() + 13 * kValues, kValues);
+  }
+  ASSERT_TRUE(c->Fork(0, 1).ok());
+  ASSERT_TRUE(c->EnsureTokens(1, 29));  // copy-on-write of the shared partial block
+  for (int32_t l = 0; l < kLayers; ++l)
+    c->Write(l, 1, 20, 9, k.data() + 20 * kValues, v.data() + 20 * kValues, kValues);
+  auto check = [&](int64_t seq, int64_t n, const char* what) {
+    for (int32_t l = 0; l < kLayers; ++l) {
+      const auto sums = c->KeySummaries(l);
+      ASSERT_NE(sums.base, nullptr);
+      const auto& table = *c->Blocks(seq);
+      for (int64_t b = 0; b * 8 < n; ++b)
+        for (int32_t h = 0; h < kHeads; ++h)
+          for (int32_t d = 0; d < kDim; ++d) {
+            float mn = 1e30f, mx = -1e30f, sum = 0;
+            for (int64_t t = b * 8; t < std::min<int64_t>(n, (b + 1) * 8); ++t) {
+              const float x = k[t * kValues + h * kDim + d];
+              mn = std::min(mn, x);
+              mx = std::max(mx, x);
+              sum += x;
+            }
+            const float* s = sums.Of(table[static_cast<size_t>(b)], h);
+            ASSERT_EQ(s[d], mn) << what << " block " << b;
+            ASSERT_EQ(s[kDim + d], mx) << what << " block " << b;
+            ASSERT_NEAR(s[2 * kDim + d], sum, 1e-4f) << what << " block " << b;
+          }
+    }
+  };
+  check(1, 29, "child after copy-on-write");
+  check(0, 20, "parent");
+  c->RebuildKeySummaries(1);
+  check(1, 29, "rebuilt");
 }
 
 TEST(PagedKvCompactionTest, BadPlansAreRefused) {

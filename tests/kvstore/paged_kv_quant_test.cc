@@ -13,6 +13,7 @@
 #include "kernels/kernels_common.h"
 #include "kvquant/nuq.h"
 #include "kvquant/row_codec.h"
+#include "kvstore/kv_test_util.h"
 #include "kvstore/paged_kv_cache.h"
 
 namespace kvforge::kvstore {
@@ -25,28 +26,15 @@ constexpr int32_t kHeads = 2, kDim = 16, kValues = kHeads * kDim;
 std::unique_ptr<PagedKvCache> MakeCache(KvDtype k, KvDtype v, int32_t bt, int64_t r = 128,
                                         bool eager = false, int32_t layers = 1,
                                         bool turbo_qjl = false) {
-  PagedKvCacheConfig c;
-  c.store.n_layer = layers;
-  c.store.n_kv_head = kHeads;
-  c.store.head_dim = kDim;
-  c.store.block_tokens = bt;
-  c.store.num_blocks = 64;
-  c.store.k_dtype = k;
-  c.store.v_dtype = v;
+  PagedKvCacheConfig c = testutil::SmallCacheConfig(k, v, kHeads, kDim, bt, layers);
   c.kivi_residual_tokens = r;
   c.kivi_eager = eager;
   c.store.turbo_qjl = turbo_qjl;
-  auto cache = PagedKvCache::Create(c);
-  EXPECT_TRUE(cache.ok()) << cache.error().ToString();
-  return cache.ok() ? std::move(*cache) : nullptr;
+  return testutil::CreateOrFail(c);
 }
 
 std::vector<float> Random(int64_t tokens, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> x(static_cast<size_t>(tokens * kValues));
-  for (auto& v : x) v = nd(rng);
-  return x;
+  return testutil::RandomRows(tokens, kValues, seed);
 }
 
 // Token p of a view, all heads.

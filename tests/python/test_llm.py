@@ -296,3 +296,18 @@ def test_bad_engine_kv_policy_raises():
         LLM(kv_policy="snapkv", kv_budget=0)
     with pytest.raises(ValueError):
         LLM(kv_policy="nope", kv_budget=10)
+
+
+def test_sparse_decode_policies():
+    # Quest reading every block gives the dense tokens; a small budget reads fewer, evicts none.
+    plain = LLM(max_model_len=512)
+    want = plain.generate([LONG_PROMPT], SamplingParams(**GREEDY))[0].outputs[0].token_ids
+    covering = LLM(max_model_len=512, kv_policy="quest", kv_budget=4096)
+    assert covering.generate([LONG_PROMPT], SamplingParams(**GREEDY))[0].outputs[0].token_ids == want
+    nsa = LLM(max_model_len=512, kv_policy="nsa", kv_budget=64, kv_window=16)
+    out = nsa.generate([LONG_PROMPT], SamplingParams(**GREEDY))[0]
+    assert len(out.outputs[0].token_ids) == GREEDY["max_tokens"]
+    assert out.metrics.kv_evicted_tokens == 0
+    # An engine without block summaries refuses a sparse request.
+    with pytest.raises(ValueError):
+        plain.generate([LONG_PROMPT], SamplingParams(**GREEDY, kv_policy="quest", kv_budget=64))

@@ -198,11 +198,9 @@ Result<std::vector<float>> Engine::LogitsAll(const std::vector<int32_t>& tokens,
   if (sum != n) return Status::InvalidArgument("step sizes must add up to the token count");
   const int64_t n_vocab = im.model->config().n_vocab;
   im.kv->Free(0);
-  std::unique_ptr<engine::SeqEviction> evict;
-  if (im.opts.kv_policy.enabled())
-    evict = std::make_unique<engine::SeqEviction>(im.opts.kv_policy, steps.front(),
-                                                  static_cast<int32_t>(im.model->config().n_layer),
-                                                  im.kv->block_tokens(), n);
+  std::unique_ptr<engine::SeqEviction> evict =
+      engine::MakeSeqEviction(im.opts.kv_policy, steps.front(),
+                              static_cast<int32_t>(im.model->config().n_layer), *im.kv, n);
   if (!evict && !im.kv->EnsureTokens(0, n)) return Status::ResourceExhausted("KV cache too small");
   std::vector<float> all(static_cast<size_t>(n * n_vocab)), logits;
   int64_t pos = 0;
@@ -240,20 +238,14 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   KVF_RETURN_IF_ERROR(base::CheckTokenIds(prompt, n_vocab).WithContext("prompt"));
   const KvPolicy kv_policy = params.kv_policy.value_or(im.opts.kv_policy);
   KVF_RETURN_IF_ERROR(ValidateKvPolicy(kv_policy).WithContext("kv_policy"));
-  if (kvpolicy::IsSparse(kv_policy.kind) && im.kv->KeySummaries(0).base == nullptr)
-    return Status::InvalidArgument(
-        "a sparse-decode kv_policy (quest, nsa) needs the engine's own kv_policy to be one");
+  KVF_RETURN_IF_ERROR(engine::CheckPolicyFitsCache(kv_policy, *im.kv));
   const bool streaming = kv_policy.kind == KvPolicyKind::kStreaming;
-  std::unique_ptr<engine::SeqEviction> evict;
-  if (kv_policy.enabled())
-    evict = std::make_unique<engine::SeqEviction>(kv_policy, static_cast<int64_t>(prompt.size()),
-                                                  static_cast<int32_t>(im.model->config().n_layer),
-                                                  im.kv->block_tokens());
-  int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
-  // StreamingLLM's cache-relative positions let generation run past the context in O(1) KV.
-  if (streaming && static_cast<int64_t>(prompt.size()) <= im.max_ctx)
-    need = std::min(need,
-                    static_cast<int64_t>(prompt.size()) + evict->budget() + im.kv->block_tokens());
+  std::unique_ptr<engine::SeqEviction> evict =
+      engine::MakeSeqEviction(kv_policy, static_cast<int64_t>(prompt.size()),
+                              static_cast<int32_t>(im.model->config().n_layer), *im.kv);
+  const int64_t need =
+      engine::ContextTokensNeeded(kv_policy, static_cast<int64_t>(prompt.size()), params.max_tokens,
+                                  im.kv->block_tokens(), im.max_ctx);
   if (need > im.max_ctx)
     return Status::InvalidArgument(base::StrFormat(
         "this request needs %lld tokens (prompt %zu + max_tokens %d) but the context holds %lld",

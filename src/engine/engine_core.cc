@@ -132,11 +132,9 @@ std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t in
     p.seed += static_cast<uint64_t>(index);  // distinct streams for n > 1
   s->sampler = std::make_unique<sampling::Sampler>(p);
   s->stop = std::make_unique<engine::StopChecker>(*tok_, r.params);
-  const KvPolicy kv = r.params.kv_policy.value_or(cfg_.kv_policy);
-  if (kv.enabled())
-    s->evict = std::make_unique<engine::SeqEviction>(kv, static_cast<int64_t>(r.prompt.size()),
-                                                     static_cast<int32_t>(model_->config().n_layer),
-                                                     cache_->block_tokens());
+  s->evict = engine::MakeSeqEviction(r.params.kv_policy.value_or(cfg_.kv_policy),
+                                     static_cast<int64_t>(r.prompt.size()),
+                                     static_cast<int32_t>(model_->config().n_layer), *cache_);
   seq_owner_[s->id] = r.id;
   return s;
 }
@@ -169,18 +167,9 @@ Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt,
   const KvPolicy kv = params.kv_policy.value_or(cfg_.kv_policy);
   if (kv.enabled() && cfg_.contiguous_kv)
     return Status::InvalidArgument("kv_policy needs paged KV (not the contiguous_kv baseline)");
-  if (kvpolicy::IsSparse(kv.kind) && cache_->KeySummaries(0).base == nullptr)
-    return Status::InvalidArgument(
-        StrFormat("kv_policy %s reads block key summaries, which this engine keeps only when its "
-                  "own kv_policy is quest or nsa",
-                  KvPolicyName(kv.kind).data()));
-  int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
-  // StreamingLLM's positions are cache-relative: a generation may run past the context, its KV
-  // bounded by the budget (plus a block of slack and a prefill chunk).
-  if (kv.kind == KvPolicyKind::kStreaming && static_cast<int64_t>(prompt.size()) <= max_len_)
-    need = std::min(need, static_cast<int64_t>(prompt.size()) +
-                              kvpolicy::BudgetTokens(kv, static_cast<int64_t>(prompt.size())) +
-                              cache_->block_tokens());
+  KVF_RETURN_IF_ERROR(engine::CheckPolicyFitsCache(kv, *cache_));
+  const int64_t need = engine::ContextTokensNeeded(
+      kv, static_cast<int64_t>(prompt.size()), params.max_tokens, cache_->block_tokens(), max_len_);
   if (need > max_len_)
     return Status::InvalidArgument(StrFormat(
         "this request needs %lld tokens (prompt %zu + max_tokens %d) but max_model_len is %lld",

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/strings.h"
+
 namespace kvforge::engine {
 
 SeqEviction::SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t n_layer,
@@ -68,14 +70,11 @@ std::vector<float> SeqEviction::LayerScores(const kvstore::PagedKvCache& cache, 
   switch (policy_.kind) {
     case KvPolicyKind::kH2O:
     case KvPolicyKind::kTova:
-      for (size_t i = 0; i < live.size(); ++i) s[i] = scores_.layer(layer)[live[i]];
-      break;
     case KvPolicyKind::kSnapKV:
-    case KvPolicyKind::kPyramidKV: {
+    case KvPolicyKind::kPyramidKV:
       for (size_t i = 0; i < live.size(); ++i) s[i] = scores_.layer(layer)[live[i]];
-      s = kvpolicy::AvgPool1d(s, policy_.pool_kernel);
+      if (kvpolicy::IsOneShot(policy_.kind)) s = kvpolicy::AvgPool1d(s, policy_.pool_kernel);
       break;
-    }
     case KvPolicyKind::kKnorm: {
       cache.KeyNorms(seq, layer, live, s.data());
       for (float& x : s) x = -x;  // small norms are kept
@@ -126,6 +125,31 @@ Result<bool> SeqEviction::Compact(kvstore::PagedKvCache& cache, int64_t seq) {
   ++compactions_;
   evicted_tokens_ += plan.evicted();
   return true;
+}
+
+std::unique_ptr<SeqEviction> MakeSeqEviction(const KvPolicy& policy, int64_t prompt_tokens,
+                                             int32_t n_layer, const kvstore::PagedKvCache& cache,
+                                             int64_t budget_of) {
+  if (!policy.enabled()) return nullptr;
+  return std::make_unique<SeqEviction>(policy, prompt_tokens, n_layer, cache.block_tokens(),
+                                       budget_of);
+}
+
+Status CheckPolicyFitsCache(const KvPolicy& policy, const kvstore::PagedKvCache& cache) {
+  if (kvpolicy::IsSparse(policy.kind) && !cache.has_key_summaries())
+    return Status::InvalidArgument(base::StrFormat(
+        "kv_policy %s reads block key summaries, which this engine keeps only when its own "
+        "kv_policy is quest or nsa",
+        KvPolicyName(policy.kind).data()));
+  return Status::Ok();
+}
+
+int64_t ContextTokensNeeded(const KvPolicy& policy, int64_t prompt_tokens, int64_t max_tokens,
+                            int32_t block_tokens, int64_t max_context) {
+  const int64_t need = prompt_tokens + max_tokens;
+  if (policy.kind != KvPolicyKind::kStreaming || prompt_tokens > max_context) return need;
+  return std::min(need,
+                  prompt_tokens + kvpolicy::BudgetTokens(policy, prompt_tokens) + block_tokens);
 }
 
 }  // namespace kvforge::engine

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 
 #include "kvforge/kv_policy.h"
@@ -60,5 +61,18 @@ class SeqEviction {
   kvpolicy::SparseDecode sparse_;  // quest / nsa: what a decode step reads (evicts nothing)
   std::mt19937_64 rng_;
 };
+
+// The SeqEviction a request gets from its resolved policy (nullptr: it keeps everything).
+// budget_of as in the constructor.
+std::unique_ptr<SeqEviction> MakeSeqEviction(const KvPolicy& policy, int64_t prompt_tokens,
+                                             int32_t n_layer, const kvstore::PagedKvCache& cache,
+                                             int64_t budget_of = -1);
+// Whether the cache can serve the policy: sparse decode reads block key summaries, which the
+// cache keeps only when the engine's own policy is sparse.
+Status CheckPolicyFitsCache(const KvPolicy& policy, const kvstore::PagedKvCache& cache);
+// Context tokens a request needs: prompt + max_tokens, except that StreamingLLM's cache-relative
+// positions bound it by the budget plus a block of slack (when the prompt fits the context).
+int64_t ContextTokensNeeded(const KvPolicy& policy, int64_t prompt_tokens, int64_t max_tokens,
+                            int32_t block_tokens, int64_t max_context);
 
 }  // namespace kvforge::engine

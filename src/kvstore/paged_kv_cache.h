@@ -167,6 +167,7 @@ class PagedKvCache final : public KvAccess {
                const float* v, int64_t stride) override;
   SlotRange DeadSlots(int32_t layer, int64_t seq) const override;
   kvpolicy::BlockKeySummaries KeySummaries(int32_t layer) const override;
+  bool has_key_summaries() const { return !summaries_.empty(); }
   // Recomputes the key summaries of `seq`'s blocks from the cache's rows (after a swap-in, whose
   // blocks are new).
   void RebuildKeySummaries(int64_t seq);

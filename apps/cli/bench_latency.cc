@@ -2,12 +2,16 @@
 // tg<N> generates N tokens one at a time, both after `--depth` tokens already in the cache;
 // mean +- stddev over repetitions; plus a STREAM-style triad for the machine's memory bandwidth
 // and the roofline fraction of tg (bytes of weights + KV read per token x tokens/s / bandwidth).
+// With --compare-kv-policy (quest | nsa) the depth is filled once and tg runs alternate between
+// dense and sparse decode over that same cache, so the ratio is measured in one run.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "assets/default_model.h"
@@ -67,12 +71,60 @@ Result<std::unique_ptr<kvstore::PagedKvCache>> MakeBenchCache(const model::Model
   return kvstore::PagedKvCache::Create(kc);
 }
 
+// One tg<n> run: `n` single-token steps from position `pos0`; tokens/s.
+using DecodeStep = std::function<Status(int64_t pos, bool sparse)>;
+Result<double> TimedDecode(const DecodeStep& step, int64_t pos0, int64_t n, bool sparse) {
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < n; ++i) KVF_RETURN_IF_ERROR(step(pos0 + i, sparse));
+  return static_cast<double>(n) / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Alternates dense and sparse tg runs over one filled cache (the order flips every round); each
+// run decodes fresh positions after the previous one, so no slot is written twice.
+int CompareSparseDecode(const DecodeStep& step, int64_t depth, int64_t n_gen, int64_t rounds,
+                        std::string_view policy, bool json) {
+  std::vector<double> dense, sparse;
+  int64_t pos = depth;
+  for (int64_t r = 0; r < rounds; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      const bool use_sparse = (k == 1) != (r % 2 == 1);
+      auto tps = TimedDecode(step, pos, n_gen, use_sparse);
+      if (!tps.ok()) {
+        std::fprintf(stderr, "kvforge: %s\n", tps.error().message().c_str());
+        return 1;
+      }
+      pos += n_gen;
+      (use_sparse ? sparse : dense).push_back(*tps);
+    }
+  }
+  double ratio_sum = 0;
+  std::string rows;
+  for (size_t r = 0; r < dense.size(); ++r) {
+    ratio_sum += sparse[r] / dense[r];
+    rows += base::StrFormat("%s{\"dense\":%.3f,\"sparse\":%.3f,\"ratio\":%.4f}", r ? "," : "",
+                            dense[r], sparse[r], sparse[r] / dense[r]);
+    if (!json)
+      std::printf("round %zu  dense %.2f tokens/s  %s %.2f tokens/s  (%.2fx)\n", r + 1, dense[r],
+                  policy.data(), sparse[r], sparse[r] / dense[r]);
+  }
+  const double mean_ratio = ratio_sum / static_cast<double>(dense.size());
+  if (json)
+    std::printf(
+        "{\"depth\":%lld,\"n_gen\":%lld,\"kv_policy\":\"%s\",\"rounds\":[%s],"
+        "\"mean_ratio\":%.4f}\n",
+        (long long)depth, (long long)n_gen, policy.data(), rows.c_str(), mean_ratio);
+  else
+    std::printf("tg%lld at depth %lld: %s / dense = %.2fx (mean of %zu alternated rounds)\n",
+                (long long)n_gen, (long long)depth, policy.data(), mean_ratio, dense.size());
+  return 0;
+}
+
 }  // namespace
 
 int LatencyMain(const Args& args) {
   std::string model;
   int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 3, threads = 0, block = 16, seed = 1;
-  bool json = false, kv_f32 = false, no_bandwidth = false, mlock = false;
+  bool json = false, kv_f32 = false, no_bandwidth = false, mlock = false, compare = false;
   FlagParser p("bench latency",
                "llama-bench style prompt processing (pp) and generation (tg) speed.");
   p.AddString("model", &model, "GGUF model (default: the embedded model)");
@@ -86,6 +138,9 @@ int LatencyMain(const Args& args) {
   p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
   KvFlags kv;
   AddKvFlags(p, &kv);
+  p.AddBool("compare-kv-policy", &compare,
+            "fill --depth once, then alternate dense and --kv-policy (quest | nsa) tg runs over "
+            "that cache, --repetitions rounds (no pp test)");
   p.AddBool("no-bandwidth", &no_bandwidth, "skip the STREAM triad");
   p.AddBool("mlock", &mlock, "pin the weights in RAM (llama-bench --mlock)");
   p.AddBool("json", &json, "print a JSON object");
@@ -103,7 +158,13 @@ int LatencyMain(const Args& args) {
     if (Status s = (*m)->LockWeights(); !s.ok())
       std::fprintf(stderr, "kvforge: warning: %s\n", s.message().c_str());
   const model::ModelConfig& c = (*m)->config();
-  const int64_t total = depth + std::max(n_prompt, n_gen);
+  if (compare && (n_gen == 0 || n_prompt != 0)) {
+    std::fprintf(stderr,
+                 "kvforge: --compare-kv-policy measures tg only: give --n-prompt 0 and "
+                 "--n-gen N\n");
+    return 2;
+  }
+  const int64_t total = compare ? depth + 2 * reps * n_gen : depth + std::max(n_prompt, n_gen);
   auto cache = MakeBenchCache(c, kv, kv_f32, block, total, 1);
   if (!cache.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
@@ -129,13 +190,18 @@ int LatencyMain(const Args& args) {
                  "only\n");
     return 2;
   }
-  auto forward = [&](int64_t pos0, int64_t n) -> Status {
+  if (compare && sparse.kind == KvPolicyKind::kNone) {
+    std::fprintf(stderr, "kvforge: --compare-kv-policy needs --kv-policy quest|nsa\n");
+    return 2;
+  }
+  auto forward_mode = [&](int64_t pos0, int64_t n, bool use_sparse) -> Status {
     model::Batch b;
     for (int64_t i = 0; i < n; ++i) b.tokens.push_back(tok());
     b.seqs.push_back({0, pos0, 0, n, false, true});
-    if (n == 1 && sparse.kind != KvPolicyKind::kNone) b.seqs.back().sparse = &sparse;
+    if (n == 1 && use_sparse && sparse.kind != KvPolicyKind::kNone) b.seqs.back().sparse = &sparse;
     return (*m)->Forward(b, **cache, ws, pool, &logits);
   };
+  auto forward = [&](int64_t pos0, int64_t n) { return forward_mode(pos0, n, true); };
   auto fill_depth = [&]() -> Status {
     (*cache)->Free(0);
     if (!(*cache)->AddSequence(0, total)) return Status::ResourceExhausted("cache");
@@ -143,6 +209,15 @@ int LatencyMain(const Args& args) {
       KVF_RETURN_IF_ERROR(forward(b, std::min<int64_t>(512, depth - b)));
     return Status::Ok();
   };
+  if (compare) {
+    if (Status fs = fill_depth(); !fs.ok()) {
+      std::fprintf(stderr, "kvforge: %s\n", fs.message().c_str());
+      return 1;
+    }
+    return CompareSparseDecode([&](int64_t pos, bool sp) { return forward_mode(pos, 1, sp); },
+                               depth, n_gen, reps, KvPolicyName(policy_choice.kv_policy.kind),
+                               json);
+  }
   struct Test {
     std::string name;
     std::vector<double> tps;

@@ -1,5 +1,6 @@
 // kvforge make-model — writes a random-weight GGUF with a real vocabulary, for tests and
-// benchmarks at realistic shapes. Weights are N(0, 1/fan_in) so activations keep their scale.
+// benchmarks at realistic shapes (weights N(0, 1/fan_in) so activations keep their scale), or
+// with --induction the hand-set induction-head model that the passkey evaluation needs.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -9,16 +10,37 @@
 #include "commands.h"
 #include "flags.h"
 #include "gguf/gguf_reader.h"
+#include "model/induction_model.h"
 #include "model/random_model.h"
 #include "model_file.h"
 #include "tensor/dtype.h"
 
 namespace kvforge::cli {
 
+namespace {
+
+int WriteInduction(const model::InductionModelSpec& spec, const gguf::GgufFile& vocab,
+                   const std::string& out) {
+  auto r = model::WriteInductionModel(spec, vocab, out);
+  if (!r.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", r.error().message().c_str());
+    return r.error().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::fprintf(stderr,
+               "kvforge: wrote %s (induction heads: llama, dim 512, 2 layers, 2 heads of 256, "
+               "vocab %lld, ctx %lld; logit margins: position %.1f, bigram %.1f)\n",
+               out.c_str(), (long long)r->n_vocab, (long long)spec.ctx, r->position_margin,
+               r->content_margin);
+  return 0;
+}
+
+}  // namespace
+
 int MakeModelMain(const Args& args) {
   std::string arch = "llama", vocab_from, dtype_name = "f16", out;
   int64_t dim = 64, layers = 2, heads = 4, kv_heads = -1, ffn = 0, seed = 1, ctx = 2048;
   double rope_base = 10000.0;
+  bool induction = false;
   FlagParser p(
       "make-model",
       "Writes a valid random-weight GGUF (llama or qwen2 architecture) that kvforge and other\n"
@@ -38,6 +60,10 @@ int MakeModelMain(const Args& args) {
   p.AddInt("seed", &seed, "RNG seed");
   p.AddInt("ctx", &ctx, "context length written to the metadata");
   p.AddFloat("rope-base", &rope_base, "RoPE frequency base");
+  p.AddBool("induction", &induction,
+            "write the hand-set induction-head model instead (copies the token after the last "
+            "occurrence of the current bigram; solves eval passkey with the full KV; takes "
+            "--ctx, --dtype, --seed, --vocab-from)");
   p.AddString("out", &out, "output path");
   p.Require("out");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
@@ -48,6 +74,25 @@ int MakeModelMain(const Args& args) {
                  "q4_k, q5_k, q6_k)\n",
                  dtype_name.c_str());
     return 2;
+  }
+  if (induction) {
+    if (arch != "llama" || dim != 64 || layers != 2 || heads != 4 || kv_heads != -1 || ffn != 0 ||
+        rope_base != 10000.0) {
+      std::fprintf(stderr,
+                   "kvforge: --induction fixes the architecture and shape; drop --arch, --dim, "
+                   "--layers, --heads, --kv-heads, --ffn and --rope-base\n");
+      return 2;
+    }
+    auto vf = OpenModelFile(vocab_from);
+    if (!vf.ok()) {
+      std::fprintf(stderr, "kvforge: %s\n", vf.error().message().c_str());
+      return 1;
+    }
+    model::InductionModelSpec spec;
+    spec.ctx = ctx;
+    spec.dtype = *dtype;
+    spec.seed = static_cast<uint64_t>(seed);
+    return WriteInduction(spec, **vf, out);
   }
   model::RandomModelSpec spec;
   spec.arch = arch;

@@ -201,6 +201,10 @@ check "run quest sparse decode" 0 "$KVF" run --prompt "Once upon a time" --tempe
 contains "quest evicts nothing" "$TMP/out" '"kv_evicted_tokens":0'
 check "run nsa sparse decode" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 200 --ignore-eos --kv-policy nsa --kv-budget 128 --kv-window 32
 check "bench latency quest" 0 "$KVF" bench latency --n-prompt 0 --n-gen 8 --depth 256 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 64
+check "bench latency compare quest" 0 "$KVF" bench latency --n-prompt 0 --n-gen 4 --depth 256 --repetitions 2 --no-bandwidth --kv-policy quest --kv-budget 64 --compare-kv-policy --json
+contains "bench latency compare rounds" "$TMP/out" '"kv_policy":"quest","rounds":[{"dense":'
+check "bench latency compare needs sparse" 2 "$KVF" bench latency --n-prompt 0 --n-gen 4 --repetitions 1 --no-bandwidth --compare-kv-policy
+check "bench latency compare no pp" 2 "$KVF" bench latency --n-gen 4 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 64 --compare-kv-policy
 check "bench latency refuses eviction" 2 "$KVF" bench latency --n-prompt 0 --n-gen 8 --repetitions 1 --no-bandwidth --kv-policy h2o --kv-budget 64
 check "run bad kv policy" 2 "$KVF" run --prompt "Hi" --kv-policy lru --kv-budget 8
 contains "bad kv policy lists names" "$TMP/err" "none, streaming, h2o, tova, knorm, snapkv, pyramidkv, random, quest, nsa"
@@ -211,6 +215,24 @@ check "eval ppl refuses eviction" 2 "$KVF" eval ppl --text "$SHARED/models/tinys
 check "eval kv with a policy" 0 "$KVF" eval kv --text "$SHARED/models/tinystories-val-head.txt" --ctx 128 --chunks 1 --prompts 1 --gen-tokens 8 --kv-policy h2o --kv-budget 32 --json
 contains "eval kv policy fields" "$TMP/out" '"kv_policy":"h2o","kv_budget":32,"kept_fraction":{"streaming":0.'
 check "bench throughput with a policy" 0 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 64 --output-len 8 --kv-policy snapkv --kv-budget 0.25 --no-progress
+# Passkey retrieval on the hand-set induction-head model: full KV retrieves every key; a
+# StreamingLLM window of 64 tokens loses the keys planted before it; quest keeps them all.
+check "make-model induction" 0 "$KVF" make-model --induction --ctx 1024 --out "$TMP/ind.gguf"
+contains "make-model induction margins" "$TMP/err" "logit margins: position 30.0"
+check "make-model induction fixed shape" 2 "$KVF" make-model --induction --dim 128 --out "$TMP/x.gguf"
+check "make-model induction bad ctx" 2 "$KVF" make-model --induction --ctx 1000000 --out "$TMP/x.gguf"
+check "passkey full KV" 0 "$KVF" eval passkey --model "$TMP/ind.gguf" --context-tokens 512 --n-depths 5 --trials 2 --json
+contains "passkey full KV accuracy" "$TMP/out" '"accuracy":1.000000,"digit_accuracy":1.000000'
+contains "passkey per depth" "$TMP/out" '"depths":[{"depth":0.0000,"accuracy":1.000000'
+check "passkey streaming" 0 "$KVF" eval passkey --model "$TMP/ind.gguf" --context-tokens 512 --n-depths 5 --trials 2 --kv-policy streaming --kv-budget 64 --json
+contains "passkey streaming loses early keys" "$TMP/out" '"kv_policy":"streaming","kv_budget":64,"kv_dtype":"auto","accuracy":0.2'
+check "passkey quest" 0 "$KVF" eval passkey --model "$TMP/ind.gguf" --context-tokens 512 --n-depths 3 --trials 1 --kv-policy quest --kv-budget 64 --json
+contains "passkey quest retrieves" "$TMP/out" '"accuracy":1.000000'
+check "passkey text" 0 "$KVF" eval passkey --model "$TMP/ind.gguf" --context-tokens 256 --n-depths 2 --trials 1
+contains "passkey text summary" "$TMP/out" "accuracy 1.0000 (2/2)"
+check "passkey too short" 2 "$KVF" eval passkey --model "$TMP/ind.gguf" --context-tokens 40
+check "passkey bad depths" 2 "$KVF" eval passkey --model "$TMP/ind.gguf" --n-depths 0
+check "passkey bad policy" 2 "$KVF" eval passkey --model "$TMP/ind.gguf" --kv-policy lru --kv-budget 8
 check "calc turbo3" 0 "$KVF" calc --preset llama-3-8b --seq-len 1024 --kv-dtype turbo3
 contains "calc turbo3 bits" "$TMP/out" "3.125 bits per stored value"
 

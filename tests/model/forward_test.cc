@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
+#include <set>
 
 #include "gguf/gguf_reader.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
 #include "kvstore/paged_kv_cache.h"
+#include "model/induction_model.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "support/reference_forward.h"
@@ -28,7 +31,7 @@ struct Run {
 };
 
 std::unique_ptr<Run> MakeRun(const std::string& path, int32_t block_tokens, bool f16_kv,
-                             int32_t seqs = 1) {
+                             int32_t seqs = 1, int32_t tokens_per_seq = 256) {
   auto r = std::make_unique<Run>();
   auto m = Model::Load(path);
   EXPECT_TRUE(m.ok()) << m.error().ToString();
@@ -40,7 +43,7 @@ std::unique_ptr<Run> MakeRun(const std::string& path, int32_t block_tokens, bool
   kc.store.n_kv_head = static_cast<int32_t>(c.n_head_kv);
   kc.store.head_dim = static_cast<int32_t>(c.head_dim);
   kc.store.block_tokens = block_tokens;
-  kc.store.num_blocks = seqs * ((256 + block_tokens - 1) / block_tokens);
+  kc.store.num_blocks = seqs * ((tokens_per_seq + block_tokens - 1) / block_tokens);
   kc.store.k_dtype = kc.store.v_dtype = f16_kv ? kvquant::KvDtype::kF16 : kvquant::KvDtype::kF32;
   auto kv = kvstore::PagedKvCache::Create(kc);
   EXPECT_TRUE(kv.ok());
@@ -242,6 +245,60 @@ TEST(ForwardInvarianceTest, BatchOfSequencesMatchesEachAlone) {
     const float* want = alone[s].data() + (prompts[s].size() - 1) * 512;
     for (int j = 0; j < 512; ++j) EXPECT_NEAR(logits[s * 512 + j], want[j], 1e-4);
   }
+}
+
+// The hand-set induction model copies: wherever the bigram ending at position i occurred before,
+// always with the same successor, the greedy prediction is that successor, also across a long
+// stretch of unrelated tokens and with f16 weights and KV.
+TEST(InductionModel, PredictsTheSuccessorOfTheLastMatchingBigram) {
+  auto vocab = gguf::GgufFile::Open(kvforge::testing::SharedDir() + "/models/stories260K.gguf");
+  ASSERT_TRUE(vocab.ok());
+  for (const tensor::DType dt : {tensor::DType::kF32, tensor::DType::kF16}) {
+    const std::string path =
+        (std::filesystem::temp_directory_path() / "kvf_induction.gguf").string();
+    InductionModelSpec spec;
+    spec.ctx = 1024;
+    spec.dtype = dt;
+    auto report = WriteInductionModel(spec, **vocab, path);
+    ASSERT_TRUE(report.ok()) << report.error().ToString();
+    EXPECT_GT(report->content_margin, 10);
+    auto run = MakeRun(path, 16, /*f16_kv=*/dt == tensor::DType::kF16, 1, 1024);
+    ASSERT_NE(run, nullptr);
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      // [a (64 tokens)][noise (700)][a again]: the second copy is predictable from the first.
+      const auto a = RandomTokens(512, 64, seed);
+      auto tokens = a;
+      const auto noise = RandomTokens(512, 700, seed + 100);
+      tokens.insert(tokens.end(), noise.begin(), noise.end());
+      tokens.insert(tokens.end(), a.begin(), a.end());
+      const auto logits = EngineLogits(*run, tokens, 128);
+      std::map<std::pair<int32_t, int32_t>, std::set<int32_t>> next;  // bigram -> successors
+      int checked = 0;
+      for (size_t i = 1; i + 1 < tokens.size(); ++i) {
+        const auto key = std::make_pair(tokens[i - 1], tokens[i]);
+        const auto it = next.find(key);
+        if (it != next.end() && it->second.size() == 1) {
+          const float* row = logits.data() + i * 512;
+          EXPECT_EQ(std::max_element(row, row + 512) - row, *it->second.begin())
+              << "position " << i << " seed " << seed;
+          ++checked;
+        }
+        next[key].insert(tokens[i + 1]);
+      }
+      EXPECT_GT(checked, 60);
+    }
+  }
+}
+
+TEST(InductionModel, RejectsAContextItsContentHeadsCannotSpan) {
+  auto vocab = gguf::GgufFile::Open(kvforge::testing::SharedDir() + "/models/stories260K.gguf");
+  ASSERT_TRUE(vocab.ok());
+  InductionModelSpec spec;
+  spec.ctx = 1 << 20;
+  const std::string path = (std::filesystem::temp_directory_path() / "kvf_ind_bad.gguf").string();
+  EXPECT_EQ(WriteInductionModel(spec, **vocab, path).error().code(), StatusCode::kInvalidArgument);
+  spec.ctx = 4;
+  EXPECT_EQ(WriteInductionModel(spec, **vocab, path).error().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ForwardTest, RejectsMalformedBatches) {

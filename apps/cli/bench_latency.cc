@@ -4,6 +4,7 @@
 // and the roofline fraction of tg (bytes of weights + KV read per token x tokens/s / bandwidth).
 // With --compare-kv-policy (quest | nsa) the depth is filled once and tg runs alternate between
 // dense and sparse decode over that same cache, so the ratio is measured in one run.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -71,51 +72,76 @@ Result<std::unique_ptr<kvstore::PagedKvCache>> MakeBenchCache(const model::Model
   return kvstore::PagedKvCache::Create(kc);
 }
 
-// One tg<n> run: `n` single-token steps from position `pos0`; tokens/s.
-using DecodeStep = std::function<Status(int64_t pos, bool sparse)>;
-Result<double> TimedDecode(const DecodeStep& step, int64_t pos0, int64_t n, bool sparse) {
+// Writes `depth` rows of N(0, 1) keys and values into every layer of sequence 0 (the --fill
+// random shortcut; the key summaries follow the writes as in a forward pass).
+void WriteRandomKv(kvstore::PagedKvCache& cache, int32_t n_layer, int64_t row, int64_t depth,
+                   uint32_t seed) {
+  constexpr int64_t kChunk = 256;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> k(static_cast<size_t>(kChunk * row)), v(k.size());  // [kChunk][row]
+  for (int32_t l = 0; l < n_layer; ++l)
+    for (int64_t p0 = 0; p0 < depth; p0 += kChunk) {
+      const int64_t n = std::min(kChunk, depth - p0);
+      for (auto& x : k) x = nd(rng);
+      for (auto& x : v) x = nd(rng);
+      cache.WriteAt(l, 0, p0, p0, n, k.data(), v.data(), row);
+    }
+}
+
+// One tg<n> run: `n` single-token steps from position `pos0`; tokens/s. `mode` 0 is dense, k > 0
+// the k-th sparse policy.
+using DecodeStep = std::function<Status(int64_t pos, size_t mode)>;
+Result<double> TimedDecode(const DecodeStep& step, int64_t pos0, int64_t n, size_t mode) {
   const auto t0 = Clock::now();
-  for (int64_t i = 0; i < n; ++i) KVF_RETURN_IF_ERROR(step(pos0 + i, sparse));
+  for (int64_t i = 0; i < n; ++i) KVF_RETURN_IF_ERROR(step(pos0 + i, mode));
   return static_cast<double>(n) / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Alternates dense and sparse tg runs over one filled cache (the order flips every round); each
-// run decodes fresh positions after the previous one, so no slot is written twice.
+// Rounds of tg runs over one filled cache, dense and each sparse policy once per round (the
+// order rotates every round); each run decodes fresh positions after the previous one, so no
+// slot is written twice. Prints each round and each policy's mean ratio to dense in its rounds.
 int CompareSparseDecode(const DecodeStep& step, int64_t depth, int64_t n_gen, int64_t rounds,
-                        std::string_view policy, bool json) {
-  std::vector<double> dense, sparse;
+                        const std::vector<std::string>& names, bool json) {
+  const size_t modes = names.size() + 1;
+  std::vector<std::vector<double>> tps(modes);  // [mode][round]
   int64_t pos = depth;
-  for (int64_t r = 0; r < rounds; ++r) {
-    for (int k = 0; k < 2; ++k) {
-      const bool use_sparse = (k == 1) != (r % 2 == 1);
-      auto tps = TimedDecode(step, pos, n_gen, use_sparse);
-      if (!tps.ok()) {
-        std::fprintf(stderr, "kvforge: %s\n", tps.error().message().c_str());
+  for (int64_t r = 0; r < rounds; ++r)
+    for (size_t k = 0; k < modes; ++k) {
+      const size_t mode = (k + static_cast<size_t>(r)) % modes;
+      auto t = TimedDecode(step, pos, n_gen, mode);
+      if (!t.ok()) {
+        std::fprintf(stderr, "kvforge: %s\n", t.error().message().c_str());
         return 1;
       }
       pos += n_gen;
-      (use_sparse ? sparse : dense).push_back(*tps);
+      tps[mode].push_back(*t);
     }
+  std::string rows, means;
+  for (int64_t r = 0; r < rounds; ++r) {
+    std::string row = base::StrFormat("{\"dense\":%.3f", tps[0][r]);
+    if (!json) std::printf("round %lld  dense %.2f", (long long)r + 1, tps[0][r]);
+    for (size_t k = 1; k < modes; ++k) {
+      row += base::StrFormat(",\"%s\":%.3f", names[k - 1].c_str(), tps[k][r]);
+      if (!json)
+        std::printf("  %s %.2f (%.2fx)", names[k - 1].c_str(), tps[k][r], tps[k][r] / tps[0][r]);
+    }
+    if (!json) std::printf("  tokens/s\n");
+    rows += (r ? "," : "") + row + "}";
   }
-  double ratio_sum = 0;
-  std::string rows;
-  for (size_t r = 0; r < dense.size(); ++r) {
-    ratio_sum += sparse[r] / dense[r];
-    rows += base::StrFormat("%s{\"dense\":%.3f,\"sparse\":%.3f,\"ratio\":%.4f}", r ? "," : "",
-                            dense[r], sparse[r], sparse[r] / dense[r]);
+  for (size_t k = 1; k < modes; ++k) {
+    double sum = 0;
+    for (int64_t r = 0; r < rounds; ++r) sum += tps[k][r] / tps[0][r];
+    const double mean = sum / static_cast<double>(rounds);
+    means += base::StrFormat("%s\"%s\":%.4f", k > 1 ? "," : "", names[k - 1].c_str(), mean);
     if (!json)
-      std::printf("round %zu  dense %.2f tokens/s  %s %.2f tokens/s  (%.2fx)\n", r + 1, dense[r],
-                  policy.data(), sparse[r], sparse[r] / dense[r]);
+      std::printf("tg%lld at depth %lld: %s / dense = %.2fx (mean of %lld rounds)\n",
+                  (long long)n_gen, (long long)depth, names[k - 1].c_str(), mean,
+                  (long long)rounds);
   }
-  const double mean_ratio = ratio_sum / static_cast<double>(dense.size());
   if (json)
-    std::printf(
-        "{\"depth\":%lld,\"n_gen\":%lld,\"kv_policy\":\"%s\",\"rounds\":[%s],"
-        "\"mean_ratio\":%.4f}\n",
-        (long long)depth, (long long)n_gen, policy.data(), rows.c_str(), mean_ratio);
-  else
-    std::printf("tg%lld at depth %lld: %s / dense = %.2fx (mean of %zu alternated rounds)\n",
-                (long long)n_gen, (long long)depth, policy.data(), mean_ratio, dense.size());
+    std::printf("{\"depth\":%lld,\"n_gen\":%lld,\"rounds\":[%s],\"mean_ratio\":{%s}}\n",
+                (long long)depth, (long long)n_gen, rows.c_str(), means.c_str());
   return 0;
 }
 
@@ -138,13 +164,25 @@ int LatencyMain(const Args& args) {
   p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
   KvFlags kv;
   AddKvFlags(p, &kv);
+  std::string also, fill = "prefill";
+  p.AddString("fill", &fill,
+              "how the depth is filled: prefill (forward passes, as llama-bench -d) | random "
+              "(random K/V rows written directly: seconds instead of minutes at 32K; a decode "
+              "step reads the same bytes whatever the values)");
   p.AddBool("compare-kv-policy", &compare,
             "fill --depth once, then alternate dense and --kv-policy (quest | nsa) tg runs over "
             "that cache, --repetitions rounds (no pp test)");
+  p.AddString("also-kv-policy", &also,
+              "with --compare-kv-policy: more sparse policies in the same rounds (e.g. nsa), "
+              "comma-separated, same budget");
   p.AddBool("no-bandwidth", &no_bandwidth, "skip the STREAM triad");
   p.AddBool("mlock", &mlock, "pin the weights in RAM (llama-bench --mlock)");
   p.AddBool("json", &json, "print a JSON object");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
+  if (fill != "prefill" && fill != "random") {
+    std::fprintf(stderr, "kvforge: --fill must be prefill or random\n");
+    return 2;
+  }
   if (n_prompt < 0 || n_gen < 0 || depth < 0 || reps <= 0 || threads < 0 || block <= 0) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
@@ -164,7 +202,9 @@ int LatencyMain(const Args& args) {
                  "--n-gen N\n");
     return 2;
   }
-  const int64_t total = compare ? depth + 2 * reps * n_gen : depth + std::max(n_prompt, n_gen);
+  const int64_t compared = 2 + static_cast<int64_t>(std::count(also.begin(), also.end(), ','));
+  const int64_t total =
+      compare ? depth + (compared + 1) * reps * n_gen : depth + std::max(n_prompt, n_gen);
   auto cache = MakeBenchCache(c, kv, kv_f32, block, total, 1);
   if (!cache.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
@@ -178,12 +218,12 @@ int LatencyMain(const Args& args) {
   // Sparse decode (--kv-policy quest|nsa): generated tokens read the blocks the policy selects.
   EngineConfig policy_choice;
   if (Status s = ApplyKvFlags(kv, &policy_choice); !s.ok()) return BadFlagValue(s);
-  const kvpolicy::SparseDecode sparse = kvpolicy::SparseDecodeFor(
-      policy_choice.kv_policy,
+  const int64_t budget_tokens =
       policy_choice.kv_policy.budget >= 1
           ? static_cast<int64_t>(policy_choice.kv_policy.budget)
-          : static_cast<int64_t>(policy_choice.kv_policy.budget * static_cast<double>(total)),
-      (*cache)->block_tokens());
+          : static_cast<int64_t>(policy_choice.kv_policy.budget * static_cast<double>(total));
+  const kvpolicy::SparseDecode sparse =
+      kvpolicy::SparseDecodeFor(policy_choice.kv_policy, budget_tokens, (*cache)->block_tokens());
   if (policy_choice.kv_policy.enabled() && sparse.kind == KvPolicyKind::kNone) {
     std::fprintf(stderr,
                  "kvforge: bench latency measures the sparse-decode policies (quest, nsa) "
@@ -194,17 +234,45 @@ int LatencyMain(const Args& args) {
     std::fprintf(stderr, "kvforge: --compare-kv-policy needs --kv-policy quest|nsa\n");
     return 2;
   }
-  auto forward_mode = [&](int64_t pos0, int64_t n, bool use_sparse) -> Status {
+  // The sparse plans compared: --kv-policy first, then --also-kv-policy (one cache serves all:
+  // every sparse policy reads the same block key summaries).
+  std::vector<kvpolicy::SparseDecode> plans{sparse};
+  std::vector<std::string> plan_names{std::string(KvPolicyName(sparse.kind))};
+  if (!also.empty() && !compare) {
+    std::fprintf(stderr, "kvforge: --also-kv-policy needs --compare-kv-policy\n");
+    return 2;
+  }
+  for (const auto& name : base::StrSplit(also, ',')) {
+    if (name.empty()) continue;
+    KvPolicy extra = policy_choice.kv_policy;
+    auto kind = ParseKvPolicyKind(name);
+    if (!kind.ok() || !kvpolicy::IsSparse(*kind)) {
+      std::fprintf(stderr, "kvforge: --also-kv-policy: '%s' is not quest or nsa\n", name.c_str());
+      return 2;
+    }
+    extra.kind = *kind;
+    extra.window = -1;  // the method's own default
+    plans.push_back(kvpolicy::SparseDecodeFor(extra, budget_tokens, (*cache)->block_tokens()));
+    plan_names.push_back(name);
+  }
+  // mode 0: dense; k > 0: plans[k - 1] on single-token steps.
+  auto forward_mode = [&](int64_t pos0, int64_t n, size_t mode) -> Status {
     model::Batch b;
     for (int64_t i = 0; i < n; ++i) b.tokens.push_back(tok());
     b.seqs.push_back({0, pos0, 0, n, false, true});
-    if (n == 1 && use_sparse && sparse.kind != KvPolicyKind::kNone) b.seqs.back().sparse = &sparse;
+    if (n == 1 && mode > 0 && plans[mode - 1].kind != KvPolicyKind::kNone)
+      b.seqs.back().sparse = &plans[mode - 1];
     return (*m)->Forward(b, **cache, ws, pool, &logits);
   };
-  auto forward = [&](int64_t pos0, int64_t n) { return forward_mode(pos0, n, true); };
+  auto forward = [&](int64_t pos0, int64_t n) { return forward_mode(pos0, n, 1); };
   auto fill_depth = [&]() -> Status {
     (*cache)->Free(0);
     if (!(*cache)->AddSequence(0, total)) return Status::ResourceExhausted("cache");
+    if (fill == "random") {
+      WriteRandomKv(**cache, static_cast<int32_t>(c.n_layer), c.n_head_kv * c.head_dim, depth,
+                    static_cast<uint32_t>(seed));
+      return Status::Ok();
+    }
     for (int64_t b = 0; b < depth; b += 512)
       KVF_RETURN_IF_ERROR(forward(b, std::min<int64_t>(512, depth - b)));
     return Status::Ok();
@@ -214,9 +282,8 @@ int LatencyMain(const Args& args) {
       std::fprintf(stderr, "kvforge: %s\n", fs.message().c_str());
       return 1;
     }
-    return CompareSparseDecode([&](int64_t pos, bool sp) { return forward_mode(pos, 1, sp); },
-                               depth, n_gen, reps, KvPolicyName(policy_choice.kv_policy.kind),
-                               json);
+    return CompareSparseDecode([&](int64_t pos, size_t mode) { return forward_mode(pos, 1, mode); },
+                               depth, n_gen, reps, plan_names, json);
   }
   struct Test {
     std::string name;

@@ -91,14 +91,15 @@ int PplMain(const Args& args) {
 
 int EvalMain(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs("usage: kvforge eval ppl|kv|passkey [flags]   (kvforge eval ppl --help)\n",
+    std::fputs("usage: kvforge eval ppl|kv|passkey|stream [flags]   (kvforge eval ppl --help)\n",
                args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "ppl") return PplMain(Args(args.begin() + 1, args.end()));
   if (args[0] == "kv") return EvalKvMain(Args(args.begin() + 1, args.end()));
   if (args[0] == "passkey") return EvalPasskeyMain(Args(args.begin() + 1, args.end()));
-  std::fprintf(stderr, "kvforge: unknown eval mode '%s' (available: ppl, kv, passkey)\n",
+  if (args[0] == "stream") return EvalStreamMain(Args(args.begin() + 1, args.end()));
+  std::fprintf(stderr, "kvforge: unknown eval mode '%s' (available: ppl, kv, passkey, stream)\n",
                args[0].c_str());
   return 2;
 }

@@ -17,6 +17,7 @@ int QuantizeMain(const Args& args);      // quantize_cmd.cc
 int EvalMain(const Args& args);          // cmd_eval.cc
 int EvalKvMain(const Args& args);        // cmd_eval_kv.cc (eval kv)
 int EvalPasskeyMain(const Args& args);   // cmd_eval_passkey.cc (eval passkey)
+int EvalStreamMain(const Args& args);    // cmd_eval_stream.cc (eval stream)
 int BenchMain(const Args& args);         // cmd_bench.cc
 int CalcMain(const Args& args);          // cmd_calc.cc
 int ChatTemplateMain(const Args& args);  // cmd_chat_template.cc

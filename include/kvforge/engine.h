@@ -106,6 +106,13 @@ class Engine {
   // prompt, and a fractional budget is that fraction of all the tokens.
   Result<std::vector<float>> LogitsAll(const std::vector<int32_t>& tokens,
                                        const std::vector<int64_t>& steps);
+  // Scores `tokens` as one sequence fed one token per step (StreamingLLM's evaluation) under the
+  // engine's kv_policy, keeping no logits: `on_token(i, nll, kv_slots)` gets the negative log
+  // likelihood of tokens[i] (i >= 1) and the KV slots held; returning false stops early. Longer
+  // than the context only with the streaming policy (its positions are the cache's); a
+  // fractional budget is that fraction of the context.
+  using StreamScoreCallback = std::function<bool(int64_t index, double nll, int64_t kv_slots)>;
+  Status ScoreStream(const std::vector<int32_t>& tokens, const StreamScoreCallback& on_token);
   // KV eviction of the last LogitsAll: tokens evicted and the KV slots held at the end (zeros
   // without a policy).
   struct EvictionSummary {

@@ -221,6 +221,47 @@ Result<std::vector<float>> Engine::LogitsAll(const std::vector<int32_t>& tokens,
   return all;
 }
 
+Status Engine::ScoreStream(const std::vector<int32_t>& tokens,
+                           const StreamScoreCallback& on_token) {
+  Impl& im = *impl_;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t n_vocab = im.model->config().n_vocab;
+  if (n < 2) return Status::InvalidArgument("need at least two tokens to score");
+  KVF_RETURN_IF_ERROR(base::CheckTokenIds(tokens, n_vocab).WithContext("tokens"));
+  const KvPolicy& policy = im.opts.kv_policy;
+  const bool streaming = policy.kind == KvPolicyKind::kStreaming;
+  if (!streaming && n > im.max_ctx)
+    return Status::InvalidArgument(base::StrFormat(
+        "%lld tokens do not fit the context (%lld); only the streaming policy runs past it",
+        (long long)n, (long long)im.max_ctx));
+  im.kv->Free(0);
+  std::unique_ptr<engine::SeqEviction> evict = engine::MakeSeqEviction(
+      policy, 1, static_cast<int32_t>(im.model->config().n_layer), *im.kv, std::min(n, im.max_ctx));
+  std::vector<float> logits;
+  Status st;
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    const int64_t held = streaming ? i - im.kv->Evicted(0) : i;
+    if (held + 1 > im.max_ctx) {
+      st = Status::InvalidArgument("the stream outgrew the context (budget above it?)");
+      break;
+    }
+    if (!evict && !im.kv->EnsureTokens(0, i + 1)) {
+      st = Status::ResourceExhausted("KV cache exhausted");
+      break;
+    }
+    model::Batch batch;
+    batch.tokens = {tokens[static_cast<size_t>(i)]};
+    batch.seqs.push_back({0, i, 0, 1, false, true});
+    st = im.Step(batch, i, evict.get(), &logits);
+    if (!st.ok()) break;
+    const double nll = -sampling::Sampler::LogProb(logits.data(), n_vocab,
+                                                   tokens[static_cast<size_t>(i + 1)], nullptr, 0);
+    if (on_token && !on_token(i + 1, nll, im.kv->NumTokens(0))) break;
+  }
+  im.kv->Free(0);
+  return st;
+}
+
 Status Engine::SaveKvScales(const std::string& path) const {
   const kvstore::KvStoreConfig& sc = impl_->kv->store().config();
   if (kvquant::IsNuq(sc.k_dtype) || kvquant::IsNuq(sc.v_dtype))

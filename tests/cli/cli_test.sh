@@ -202,9 +202,17 @@ contains "quest evicts nothing" "$TMP/out" '"kv_evicted_tokens":0'
 check "run nsa sparse decode" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 200 --ignore-eos --kv-policy nsa --kv-budget 128 --kv-window 32
 check "bench latency quest" 0 "$KVF" bench latency --n-prompt 0 --n-gen 8 --depth 256 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 64
 check "bench latency compare quest" 0 "$KVF" bench latency --n-prompt 0 --n-gen 4 --depth 256 --repetitions 2 --no-bandwidth --kv-policy quest --kv-budget 64 --compare-kv-policy --json
-contains "bench latency compare rounds" "$TMP/out" '"kv_policy":"quest","rounds":[{"dense":'
+contains "bench latency compare rounds" "$TMP/out" '"rounds":[{"dense":'
 check "bench latency compare needs sparse" 2 "$KVF" bench latency --n-prompt 0 --n-gen 4 --repetitions 1 --no-bandwidth --compare-kv-policy
 check "bench latency compare no pp" 2 "$KVF" bench latency --n-gen 4 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 64 --compare-kv-policy
+check "bench latency compare random fill" 0 "$KVF" bench latency --n-prompt 0 --n-gen 2 --depth 128 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 48 --compare-kv-policy --also-kv-policy nsa --fill random
+contains "bench latency compare two policies" "$TMP/out" "nsa / dense ="
+check "bench latency bad fill" 2 "$KVF" bench latency --n-prompt 0 --n-gen 2 --repetitions 1 --fill zeros
+check "bench latency also needs compare" 2 "$KVF" bench latency --n-prompt 0 --n-gen 2 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 48 --also-kv-policy nsa
+check "eval stream streaming" 0 "$KVF" eval stream --text "$SHARED/models/tinystories-val-head.txt" --tokens 1200 --report-every 400 --ctx 256 --kv-policy streaming --kv-budget 64 --json
+contains "eval stream windows" "$TMP/out" '"windows":[{"tokens":400,"window_ppl":'
+check "eval stream past the context without a policy" 1 "$KVF" eval stream --text "$SHARED/models/tinystories-val-head.txt" --tokens 600 --ctx 256
+check "eval stream bad tokens" 2 "$KVF" eval stream --text "$SHARED/models/tinystories-val-head.txt" --tokens 1
 check "bench latency refuses eviction" 2 "$KVF" bench latency --n-prompt 0 --n-gen 8 --repetitions 1 --no-bandwidth --kv-policy h2o --kv-budget 64
 check "run bad kv policy" 2 "$KVF" run --prompt "Hi" --kv-policy lru --kv-budget 8
 contains "bad kv policy lists names" "$TMP/err" "none, streaming, h2o, tova, knorm, snapkv, pyramidkv, random, quest, nsa"

@@ -5,6 +5,7 @@
 // corrupt the prefix cache for the others; and every block comes back.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <random>
 #include <string>
@@ -353,6 +354,60 @@ TEST(KvEvictionEngineTest, SingleRequestEngineEvictsToo) {
   auto outs = llm.generate(Prompts{LongPrompts()[0]}, Greedy(500));
   ASSERT_TRUE(outs.ok()) << outs.error().ToString();
   EXPECT_EQ((*outs)[0].outputs[0].token_ids, r->tokens);
+}
+
+// Engine::ScoreStream: without a policy its NLLs are those of LogitsAll fed one token per step;
+// with streaming it scores a sequence several times the context in bounded KV; anything else
+// longer than the context is refused.
+TEST(KvEvictionEngineTest, ScoreStreamMatchesTokenByTokenLogitsAndRunsPastTheContext) {
+  EngineConfig c = Base();
+  c.max_model_len = 128;
+  auto plain = Engine::Create(c);
+  ASSERT_TRUE(plain.ok()) << plain.error().ToString();
+  std::vector<int32_t> ids = LongPrompts()[0];
+  ids.resize(std::min<size_t>(ids.size(), 100));
+  auto all = (*plain)->LogitsAll(ids, std::vector<int64_t>(ids.size(), 1));
+  ASSERT_TRUE(all.ok()) << all.error().ToString();
+  const int64_t V = static_cast<int64_t>(all->size() / ids.size());
+  std::vector<double> nll;
+  ASSERT_TRUE((*plain)
+                  ->ScoreStream(ids,
+                                [&](int64_t i, double x, int64_t slots) {
+                                  EXPECT_EQ(slots, i);
+                                  nll.push_back(x);
+                                  return true;
+                                })
+                  .ok());
+  ASSERT_EQ(nll.size(), ids.size() - 1);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    const float* row = all->data() + (i - 1) * V;
+    double mx = row[0], z = 0;
+    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+    for (int64_t j = 0; j < V; ++j) z += std::exp(row[j] - mx);
+    EXPECT_NEAR(nll[i - 1], mx + std::log(z) - row[ids[i]], 1e-3) << "token " << i;
+  }
+  std::vector<int32_t> longer;
+  while (longer.size() < 600) longer.insert(longer.end(), ids.begin(), ids.end());
+  EXPECT_EQ((*plain)->ScoreStream(longer, nullptr).code(), StatusCode::kInvalidArgument);
+
+  c.kv_policy = Policy(KvPolicyKind::kStreaming, 48);
+  auto streaming = Engine::Create(c);
+  ASSERT_TRUE(streaming.ok()) << streaming.error().ToString();
+  int64_t scored = 0, max_slots = 0;
+  double sum = 0;
+  ASSERT_TRUE((*streaming)
+                  ->ScoreStream(longer,
+                                [&](int64_t, double x, int64_t slots) {
+                                  ++scored;
+                                  sum += x;
+                                  max_slots = std::max(max_slots, slots);
+                                  return true;
+                                })
+                  .ok());
+  EXPECT_EQ(scored, static_cast<int64_t>(longer.size()) - 1);
+  EXPECT_LE(max_slots, 48 + c.block_size);
+  EXPECT_TRUE(std::isfinite(sum));
+  EXPECT_LT(sum / scored, 4.5);  // a story, not noise: well under uniform (ln 512 = 6.2)
 }
 
 }  // namespace

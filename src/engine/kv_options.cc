@@ -82,6 +82,7 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
   kc.rope.freq_base = mc.rope_freq_base;
   kc.rope.freq_scale = mc.rope_freq_scale;
   kc.rope.neox = mc.rope_neox;
+  kc.rope.freq_factors = mc.rope_freq_factors;
   const bool nuq = kvquant::IsNuq(s.k_dtype) || kvquant::IsNuq(s.v_dtype);
   if (nuq && !choice.kv_scales.empty() && choice.kv_scales != "1" &&
       choice.kv_scales != "calibrate") {

@@ -175,8 +175,9 @@ void DecodeKvRow(const KvPageView& v, int64_t p, float* out);
 // Applies rotary position embedding in place to `n_heads` heads of `head_dim` floats, rotating
 // the first `rot_dim` dims at position `pos`. neox=false pairs (2i, 2i+1) (llama); neox=true
 // pairs (i, i + rot_dim/2) (qwen2, gpt-neox). freq_scale is 1/linear_scaling_factor.
+// freq_factors (rot_dim/2 values, or null) divide each pair's angle (Llama 3's rope_freqs).
 void Rope(float* x, int32_t n_heads, int32_t head_dim, int32_t rot_dim, int64_t pos,
-          float freq_base, float freq_scale, bool neox);
+          float freq_base, float freq_scale, bool neox, const float* freq_factors = nullptr);
 
 // In-place numerically stable softmax.
 void Softmax(float* x, int64_t n);

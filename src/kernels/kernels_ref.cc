@@ -419,7 +419,7 @@ size_t PreparedRowBytes(WType w, int64_t cols) {
 const KernelTable& ReferenceTable() { return kRefTable; }
 
 void Rope(float* x, int32_t n_heads, int32_t head_dim, int32_t rot_dim, int64_t pos,
-          float freq_base, float freq_scale, bool neox) {
+          float freq_base, float freq_scale, bool neox, const float* freq_factors) {
   // Angles follow ggml: theta_0 = pos * freq_scale, theta_{k+1} = theta_k * base^(-2/rot_dim),
   // accumulated in float, so our rotations match llama.cpp's to the last bit where possible.
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rot_dim));
@@ -432,8 +432,9 @@ void Rope(float* x, int32_t n_heads, int32_t head_dim, int32_t rot_dim, int64_t 
   }
   float theta = static_cast<float>(pos) * freq_scale;
   for (int32_t k = 0; k < rot_dim / 2; ++k) {
-    cs[2 * k] = std::cos(theta);
-    cs[2 * k + 1] = std::sin(theta);
+    const float t = freq_factors ? theta / freq_factors[k] : theta;
+    cs[2 * k] = std::cos(t);
+    cs[2 * k + 1] = std::sin(t);
     theta *= theta_scale;
   }
   for (int32_t h = 0; h < n_heads; ++h) {

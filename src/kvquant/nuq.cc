@@ -99,12 +99,13 @@ int NuqNearest(const float* lut, float z) {
 }
 
 RopeTable::RopeTable(int32_t head_dim, int32_t rot_dim, float freq_base, float freq_scale,
-                     bool neox)
+                     bool neox, std::vector<float> freq_factors)
     : head_dim_(head_dim),
       rot_dim_(rot_dim),
       freq_scale_(freq_scale),
       theta_scale_(std::pow(freq_base, -2.0f / static_cast<float>(rot_dim))),
-      neox_(neox) {}
+      neox_(neox),
+      freq_factors_(std::move(freq_factors)) {}
 
 void RopeTable::Reserve(int64_t n) {
   if (n <= positions_) return;
@@ -116,7 +117,8 @@ void RopeTable::Reserve(int64_t n) {
     float* c = cs_.data() + p * 2 * rot_dim_;
     float* s = c + rot_dim_;
     for (int32_t k = 0; k < half; ++k) {
-      const float cv = std::cos(theta), sv = std::sin(theta);
+      const float t = freq_factors_.empty() ? theta : theta / freq_factors_[static_cast<size_t>(k)];
+      const float cv = std::cos(t), sv = std::sin(t);
       const int32_t i0 = neox_ ? k : 2 * k;
       const int32_t i1 = neox_ ? k + half : 2 * k + 1;
       c[i0] = c[i1] = cv;

@@ -54,7 +54,9 @@ struct NuqLayer {
 // (llama's adjacent pairs) or i +- rot_dim / 2 (NeoX halves) and Sin carries the pair's sign.
 class RopeTable {
  public:
-  RopeTable(int32_t head_dim, int32_t rot_dim, float freq_base, float freq_scale, bool neox);
+  // freq_factors: rot_dim / 2 divisors of the pairs' angles (Llama 3), or empty.
+  RopeTable(int32_t head_dim, int32_t rot_dim, float freq_base, float freq_scale, bool neox,
+            std::vector<float> freq_factors = {});
   // Makes positions [0, n) available. Engine thread, never while attention reads the table.
   void Reserve(int64_t n);
   int64_t positions() const { return positions_; }
@@ -73,6 +75,7 @@ class RopeTable {
   int32_t head_dim_, rot_dim_;
   float freq_scale_, theta_scale_;
   bool neox_;
+  std::vector<float> freq_factors_;
   int64_t positions_ = 0;
   std::vector<float> cs_;  // [pos][cos: rot_dim][signed sin: rot_dim]
 };

@@ -54,8 +54,12 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
     if (rot > sc.head_dim || rot % 2 != 0)
       return Status::InvalidArgument(base::StrFormat(
           "kvquant3: RoPE width %d must be even and at most head_dim %d", rot, sc.head_dim));
+    if (!cfg.rope.freq_factors.empty() &&
+        static_cast<int32_t>(cfg.rope.freq_factors.size()) != rot / 2)
+      return Status::InvalidArgument("kvquant3: RoPE frequency factors must be rot_dim / 2");
     c->rope_ = std::make_unique<kvquant::RopeTable>(sc.head_dim, rot, cfg.rope.freq_base,
-                                                    cfg.rope.freq_scale, cfg.rope.neox);
+                                                    cfg.rope.freq_scale, cfg.rope.neox,
+                                                    cfg.rope.freq_factors);
   }
   // KIVI values use the per-token row codec too (groups of 32 channels).
   KVF_ASSIGN_OR_RETURN(c->v_codec_,
@@ -72,7 +76,8 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheCon
   }
   if (cfg.key_summaries)
     c->summaries_.assign(static_cast<size_t>(sc.n_layer) * static_cast<size_t>(sc.num_blocks) *
-                             static_cast<size_t>(sc.n_kv_head) * 3 * static_cast<size_t>(sc.head_dim),
+                             static_cast<size_t>(sc.n_kv_head) * 3 *
+                             static_cast<size_t>(sc.head_dim),
                          0.0f);
   if (cfg.prefix_caching && !c->kivi_k_ && !c->kivi_v_) {
     c->prefix_ = kvmeta::MakePrefixCache(cfg.prefix_mode, &c->mgr_.mutable_pool());

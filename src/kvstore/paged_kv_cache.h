@@ -53,6 +53,7 @@ struct PagedKvCacheConfig {
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;
     bool neox = false;
+    std::vector<float> freq_factors;  // rot_dim / 2 angle divisors (Llama 3), or empty
   } rope;
   // KIVI: R, the residual window (a multiple of 32; KIVI's default 128).
   int64_t kivi_residual_tokens = 128;

@@ -92,7 +92,8 @@ void PagedKvCache::RewriteKeptRows(KvKind kind, int32_t layer, int64_t seq,
     const int64_t delta = static_cast<int64_t>(i) - keep[i];
     if (rerotate && delta != 0)
       kernels::Rope(row, sc.n_kv_head, sc.head_dim, rot, delta, rope_cfg_.freq_base,
-                    rope_cfg_.freq_scale, rope_cfg_.neox);
+                    rope_cfg_.freq_scale, rope_cfg_.neox,
+                    rope_cfg_.freq_factors.empty() ? nullptr : rope_cfg_.freq_factors.data());
   }
   const bool kivi = key ? kivi_k_ : kivi_v_;
   if (!kivi) {

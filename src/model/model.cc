@@ -57,6 +57,8 @@ void Workspace::Ensure(const ModelConfig& c, int64_t n_tokens, int64_t max_kv_le
     k.resize(n * c.kv_dim());
     v.resize(n * c.kv_dim());
     attn.resize(n * c.q_dim());
+    y.resize(n * c.n_embd);
+    fused.resize(n * std::max(c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff));
     gate.resize(n * c.n_ff);
     up.resize(n * c.n_ff);
     ffn.resize(n * c.n_ff);
@@ -110,7 +112,106 @@ void GatherSparseBlocks(const kvpolicy::SparseDecode& plan, const kvpolicy::Bloc
   a->slot0 = n_read - 1;
 }
 
+// out[n] = RMSNorm(x) * w, or LayerNorm(x) * w + b (mean-centred; falcon).
+void Normalize(const kernels::KernelTable& kt, bool layer_norm, const float* x,
+               const std::vector<float>& w, const std::vector<float>& b, float* out, int64_t n,
+               float eps) {
+  if (!layer_norm) {
+    kt.rms_norm(x, w.data(), out, n, eps);
+    return;
+  }
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const float inv = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(x[i] - mean) * inv * w[static_cast<size_t>(i)] +
+             b[static_cast<size_t>(i)];
+}
+
+// In place: each of `heads` heads of `hd` floats RMS-normalised with weight w[hd] (qwen3 q/k).
+void NormalizeHeads(const kernels::KernelTable& kt, float* x, int64_t heads, int64_t hd,
+                    const std::vector<float>& w, float eps) {
+  thread_local std::vector<float> tmp;
+  tmp.resize(static_cast<size_t>(hd));
+  for (int64_t h = 0; h < heads; ++h) {
+    kt.rms_norm(x + h * hd, w.data(), tmp.data(), hd, eps);
+    std::copy(tmp.begin(), tmp.end(), x + h * hd);
+  }
+}
+
+// GELU, tanh approximation (ggml's, as gemma and falcon use).
+float Gelu(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+}
+
+// Splits rows of a fused projection: src [n][sum(widths)] -> dst[j] [n][widths[j]].
+void SplitRows(const float* src, int64_t n, std::initializer_list<std::pair<float*, int64_t>> dst) {
+  int64_t total = 0;
+  for (const auto& d : dst) total += d.second;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (const auto& d : dst) {
+      std::copy(src + i * total + off, src + i * total + off + d.second, d.first + i * d.second);
+      off += d.second;
+    }
+  }
+}
+
 }  // namespace
+
+// q [n][q_dim], k and v [n][kv_dim] from xn, biases added (qwen2).
+void Model::ProjectQkv(const LayerWeights& L, int64_t n, Workspace& ws,
+                       kernels::ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const int64_t QD = c.q_dim(), KD = c.kv_dim();
+  if (c.traits->fused_qkv) {
+    MatMul(L.wqkv, ws.xn.data(), n, ws.fused.data(), ws, pool);
+    SplitRows(ws.fused.data(), n, {{ws.q.data(), QD}, {ws.k.data(), KD}, {ws.v.data(), KD}});
+  } else {
+    MatMul(L.wq, ws.xn.data(), n, ws.q.data(), ws, pool);
+    MatMul(L.wk, ws.xn.data(), n, ws.k.data(), ws, pool);
+    MatMul(L.wv, ws.xn.data(), n, ws.v.data(), ws, pool);
+  }
+  if (!c.has_qkv_bias) return;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < QD; ++j) ws.q[i * QD + j] += L.bq[j];
+    for (int64_t j = 0; j < KD; ++j) {
+      ws.k[i * KD + j] += L.bk[j];
+      ws.v[i * KD + j] += L.bv[j];
+    }
+  }
+}
+
+// y [n][n_embd] = the family's MLP of xn: SwiGLU, GeGLU (gemma) or GELU (falcon).
+void Model::FeedForward(const LayerWeights& L, int64_t n, Workspace& ws,
+                        kernels::ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const int64_t F = c.n_ff;
+  const kernels::KernelTable& kt = kernels::Active();
+  if (c.traits->fused_gate_up) {
+    MatMul(L.w_gate_up, ws.xn.data(), n, ws.fused.data(), ws, pool);
+    SplitRows(ws.fused.data(), n, {{ws.gate.data(), F}, {ws.up.data(), F}});
+  } else {
+    if (c.traits->ffn != FfnKind::kGelu)
+      MatMul(L.w_gate, ws.xn.data(), n, ws.gate.data(), ws, pool);
+    MatMul(L.w_up, ws.xn.data(), n, ws.up.data(), ws, pool);
+  }
+  switch (c.traits->ffn) {
+    case FfnKind::kSwiGlu:
+      kt.swiglu(ws.gate.data(), ws.up.data(), ws.ffn.data(), n * F);
+      break;
+    case FfnKind::kGeGlu:
+      for (int64_t i = 0; i < n * F; ++i) ws.ffn[i] = Gelu(ws.gate[i]) * ws.up[i];
+      break;
+    case FfnKind::kGelu:
+      for (int64_t i = 0; i < n * F; ++i) ws.ffn[i] = Gelu(ws.up[i]);
+      break;
+  }
+  MatMul(L.w_down, ws.ffn.data(), n, ws.y.data(), ws, pool);
+}
 
 int64_t Model::NumLogitRows(const Batch& batch) {
   int64_t n = 0;
@@ -154,7 +255,7 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
   KVF_RETURN_IF_ERROR(base::CheckTokenIds(batch.tokens, c.n_vocab));
   ws.Ensure(c, n, max_kv, pool.num_threads());
   const kernels::KernelTable& kt = kernels::Active();
-  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), F = c.n_ff, HD = c.head_dim;
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), HD = c.head_dim;
 
   // Token embeddings.
   for (int64_t i = 0; i < n; ++i) {
@@ -169,31 +270,32 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
     for (int64_t i = 0; i < s.n_tokens; ++i)
       pos[static_cast<size_t>(s.token_begin + i)] = s.pos0 + i;
 
+  if (c.traits->scale_embeddings) {
+    const float g = std::sqrt(static_cast<float>(E));
+    for (int64_t i = 0; i < n * E; ++i) ws.x[i] *= g;
+  }
+  const float* rope_factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data();
+  const bool layer_norm = c.traits->norm == NormKind::kLayer;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
-    // Attention block.
+    // Attention block: xn = norm(x); q, k, v from xn.
     for (int64_t i = 0; i < n; ++i)
-      kt.rms_norm(ws.x.data() + i * E, L.attn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
-    MatMul(L.wq, ws.xn.data(), n, ws.q.data(), ws, pool);
-    MatMul(L.wk, ws.xn.data(), n, ws.k.data(), ws, pool);
-    MatMul(L.wv, ws.xn.data(), n, ws.v.data(), ws, pool);
-    if (c.has_qkv_bias) {
+      Normalize(kt, layer_norm, ws.x.data() + i * E, L.attn_norm, L.attn_norm_b,
+                ws.xn.data() + i * E, E, c.rms_eps);
+    ProjectQkv(L, n, ws, pool);
+    if (c.traits->qk_norm)
       for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < QD; ++j) ws.q[i * QD + j] += L.bq[j];
-        for (int64_t j = 0; j < KD; ++j) {
-          ws.k[i * KD + j] += L.bk[j];
-          ws.v[i * KD + j] += L.bv[j];
-        }
+        NormalizeHeads(kt, ws.q.data() + i * QD, c.n_head, HD, L.q_norm, c.rms_eps);
+        NormalizeHeads(kt, ws.k.data() + i * KD, c.n_head_kv, HD, L.k_norm, c.rms_eps);
       }
-    }
     for (int64_t i = 0; i < n; ++i) {
       kernels::Rope(ws.q.data() + i * QD, static_cast<int32_t>(c.n_head), static_cast<int32_t>(HD),
                     static_cast<int32_t>(c.rope_dim), pos[i], c.rope_freq_base, c.rope_freq_scale,
-                    c.rope_neox);
+                    c.rope_neox, rope_factors);
       kernels::Rope(ws.k.data() + i * KD, static_cast<int32_t>(c.n_head_kv),
                     static_cast<int32_t>(HD), static_cast<int32_t>(c.rope_dim), pos[i],
-                    c.rope_freq_base, c.rope_freq_scale, c.rope_neox);
+                    c.rope_freq_base, c.rope_freq_scale, c.rope_neox, rope_factors);
     }
     // Hand this step's K/V rows to the cache, which encodes them with its dtype's codec.
     for (const auto& s : batch.seqs)
@@ -260,16 +362,15 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
       float* dst = s.observed + l * s.observed_stride;
       for (int64_t p = 0; p < s.first_slot() + s.n_tokens; ++p) dst[p] += src[p];
     }
-    MatMul(L.wo, ws.attn.data(), n, ws.xn.data(), ws, pool);
-    for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.xn[i];
-    // Feed-forward block (SwiGLU).
-    for (int64_t i = 0; i < n; ++i)
-      kt.rms_norm(ws.x.data() + i * E, L.ffn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
-    MatMul(L.w_gate, ws.xn.data(), n, ws.gate.data(), ws, pool);
-    MatMul(L.w_up, ws.xn.data(), n, ws.up.data(), ws, pool);
-    kt.swiglu(ws.gate.data(), ws.up.data(), ws.ffn.data(), n * F);
-    MatMul(L.w_down, ws.ffn.data(), n, ws.xn.data(), ws, pool);
-    for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.xn[i];
+    MatMul(L.wo, ws.attn.data(), n, ws.y.data(), ws, pool);
+    for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.y[i];
+    // Feed-forward block. A parallel block (falcon) feeds it the attention's normed input, which
+    // xn still holds; otherwise xn = ffn_norm(x + attention).
+    if (!c.traits->parallel_block)
+      for (int64_t i = 0; i < n; ++i)
+        kt.rms_norm(ws.x.data() + i * E, L.ffn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
+    FeedForward(L, n, ws, pool);
+    for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.y[i];
   }
 
   // Final norm and output projection, only for the rows that need logits.
@@ -285,8 +386,8 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
   logits->resize(static_cast<size_t>(nr * c.n_vocab));
   if (nr == 0) return Status::Ok();
   for (int64_t r = 0; r < nr; ++r)
-    kt.rms_norm(ws.x.data() + rows[r] * E, weights_.output_norm.data(), ws.xn.data() + r * E, E,
-                c.rms_eps);
+    Normalize(kt, layer_norm, ws.x.data() + rows[r] * E, weights_.output_norm,
+              weights_.output_norm_b, ws.xn.data() + r * E, E, c.rms_eps);
   MatMul(weights_.output, ws.xn.data(), nr, logits->data(), ws, pool);
   return Status::Ok();
 }

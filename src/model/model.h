@@ -63,7 +63,9 @@ class Workspace {
   Workspace() = default;
   void Ensure(const ModelConfig& c, int64_t n_tokens, int64_t max_kv_len, int n_threads);
 
-  std::vector<float> x, xn, q, k, v, attn, gate, up, ffn;
+  // [tokens][width] each: x residual, xn normed input, y a sublayer's output, fused a fused
+  // projection (qkv or gate+up) before it is split.
+  std::vector<float> x, xn, y, q, k, v, attn, gate, up, ffn, fused;
   std::vector<uint8_t> act;                 // prepared activations
   std::vector<std::vector<float>> scratch;  // per-thread attention scores
   std::vector<float> observed;              // [tasks][slots] observer rows of one layer
@@ -102,6 +104,10 @@ class Model {
   Status Init();
   void MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Workspace& ws,
               kernels::ThreadPool& pool) const;
+  // The block's parts that differ by family (arch.h).
+  void ProjectQkv(const LayerWeights& L, int64_t n, Workspace& ws, kernels::ThreadPool& pool) const;
+  void FeedForward(const LayerWeights& L, int64_t n, Workspace& ws,
+                   kernels::ThreadPool& pool) const;
 
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;

@@ -1,25 +1,68 @@
 #include "model/model_config.h"
 
+#include <cmath>
+
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
+#include "tensor/dequant.h"
 
 namespace kvforge::model {
 
 using base::StrFormat;
 
+namespace {
+
+// Metadata that changes the math and that no supported family computes yet: refusing it is
+// better than running a model silently wrong.
+Status RefuseUnsupportedKeys(const gguf::GgufFile& f, const std::string& a) {
+  static const char* const kUnsupported[] = {
+      "attn_logit_softcapping",   "final_logit_softcapping",          "attention.sliding_window",
+      "rope.scaling.attn_factor", "rope.scaling.yarn_log_multiplier", "expert_count",
+      "attention.kv_lora_rank",
+  };
+  for (const char* key : kUnsupported)
+    if (const gguf::Value* v = f.Find(a + key)) {
+      // A zero soft-cap / window / expert count means "off".
+      auto num = f.GetFloatOr(a + key, 0.0);
+      if (v->type == gguf::ValueType::kArray || !num.ok() || *num != 0)
+        return Status::Unimplemented(f.path() + ": metadata key '" + a + key +
+                                     "' changes the model's math and is not supported yet");
+    }
+  return Status::Ok();
+}
+
+// Llama 3.1+ rope_freqs.weight: one divisor per rotated pair.
+Status ReadRopeFactors(const gguf::GgufFile& f, ModelConfig* c) {
+  const gguf::TensorInfo* t = f.FindTensor("rope_freqs.weight");
+  if (t == nullptr) return Status::Ok();
+  if (!c->traits->rope_factors)
+    return Status::Unimplemented(f.path() + ": tensor 'rope_freqs.weight' is not supported for " +
+                                 c->arch_name);
+  const int64_t pairs = c->rope_dim / 2;
+  if (t->dims.size() != 1 || t->dims[0] != pairs)
+    return Status::InvalidArgument(StrFormat("%s: rope_freqs.weight must hold %lld values",
+                                             f.path().c_str(), (long long)pairs));
+  c->rope_freq_factors.resize(static_cast<size_t>(pairs));
+  KVF_RETURN_IF_ERROR(tensor::DequantizeRow(t->dtype, t->data, c->rope_freq_factors.data(), pairs)
+                          .WithContext(f.path() + ": rope_freqs.weight"));
+  for (float x : c->rope_freq_factors)
+    if (!(x > 0) || !std::isfinite(x))
+      return Status::InvalidArgument(f.path() + ": rope_freqs.weight values must be positive");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   ModelConfig c;
   KVF_ASSIGN_OR_RETURN(c.arch_name, f.GetString("general.architecture"));
-  if (c.arch_name == "llama") {
-    c.arch = Arch::kLlama;
-  } else if (c.arch_name == "qwen2") {
-    c.arch = Arch::kQwen2;
-    c.rope_neox = true;
-    c.has_qkv_bias = true;
-  } else {
+  c.traits = FindArch(c.arch_name);
+  if (c.traits == nullptr)
     return Status::Unimplemented(f.path() + ": architecture '" + c.arch_name +
-                                 "' is not supported (supported: llama, qwen2)");
-  }
+                                 "' is not supported (supported: " + SupportedArchNames() + ")");
+  c.arch = c.traits->arch;
+  c.rope_neox = c.traits->rope_neox;
+  c.has_qkv_bias = c.traits->qkv_bias;
   if (const auto* v = f.Find("general.name"); v && v->type == gguf::ValueType::kString)
     c.name = std::string(v->str);
   const std::string a = c.arch_name + ".";
@@ -33,7 +76,7 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
     return Status::Unimplemented(f.path() + ": per-layer head_count_kv arrays are not supported");
   KVF_ASSIGN_OR_RETURN(c.n_head_kv, f.GetIntOr(a + "attention.head_count_kv", c.n_head));
   double eps = 0;
-  KVF_ASSIGN_OR_RETURN(eps, f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  KVF_ASSIGN_OR_RETURN(eps, f.GetFloatOr(a + c.traits->eps_key, 1e-5));
   c.rms_eps = static_cast<float>(eps);
 
   auto bad = [&](const std::string& what) {
@@ -80,6 +123,9 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   }
   if (!(factor > 0)) return bad("rope scaling factor must be > 0");
   c.rope_freq_scale = static_cast<float>(1.0 / factor);
+
+  KVF_RETURN_IF_ERROR(RefuseUnsupportedKeys(f, a));
+  KVF_RETURN_IF_ERROR(ReadRopeFactors(f, &c));
 
   const gguf::Value* tokens = f.Find("tokenizer.ggml.tokens");
   const gguf::TensorInfo* emb = f.FindTensor("token_embd.weight");

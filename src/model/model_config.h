@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kvforge/status.h"
+#include "model/arch.h"
 
 namespace kvforge::gguf {
 class GgufFile;
@@ -12,12 +14,11 @@ class GgufFile;
 
 namespace kvforge::model {
 
-enum class Arch { kLlama, kQwen2 };
-
 struct ModelConfig {
   Arch arch = Arch::kLlama;
-  std::string arch_name;  // general.architecture
-  std::string name;       // general.name (may be empty)
+  const ArchTraits* traits = nullptr;  // the family's block variant (arch.h); never null once read
+  std::string arch_name;               // general.architecture
+  std::string name;                    // general.name (may be empty)
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
   int64_t n_layer = 0;
@@ -30,7 +31,9 @@ struct ModelConfig {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
   bool rope_neox = false;        // qwen2: rotate (i, i + d/2) pairs
-  float rms_eps = 1e-5f;
+  // Llama 3.1+: rope_freqs.weight, rope_dim / 2 divisors of the pairs' angles (empty: none).
+  std::vector<float> rope_freq_factors;
+  float rms_eps = 1e-5f;  // the norm's epsilon (RMSNorm or LayerNorm, as the family uses)
   bool has_qkv_bias = false;
 
   int64_t q_dim() const { return n_head * head_dim; }

@@ -1,5 +1,7 @@
 // reference_forward.h — the test oracle: a plain, double-precision, one-token-at-a-time
-// llama/qwen2 forward pass written as directly from the math as possible (llama2.c style).
+// forward pass written as directly from the math as possible (llama2.c style), for every
+// supported family: llama (with Llama 3's rope_freqs), qwen2, qwen3 (q/k norms), gemma (scaled
+// embeddings, GeGLU), phi3 (fused qkv and gate+up) and falcon (LayerNorm, parallel block, GELU).
 // It shares only the GGUF reader and the reference dequantizers with the engine.
 #pragma once
 

@@ -51,14 +51,16 @@ int InfoMain(const Args& args) {
         "\"n_head\":%lld,\"n_head_kv\":%lld,\"head_dim\":%lld,\"n_ff\":%lld,\"context_length\":%"
         "lld,"
         "\"rope_dim\":%lld,\"rope_freq_base\":%g,\"rope_freq_scale\":%g,\"rope_neox\":%s,"
-        "\"rms_eps\":%g,\"tied_output\":%s,\"n_params\":%llu,\"weight_bytes\":%llu,"
+        "\"rope_freq_factors\":%lld,\"block\":%s,\"rms_eps\":%g,\"tied_output\":%s,\"n_params\":%"
+        "llu,\"weight_bytes\":%llu,"
         "\"tokenizer\":%s,\"bos\":%d,\"eos\":%d,\"kv_bytes_per_token_f16\":%llu,"
         "\"kv_bytes_per_token_f32\":%llu,\"dtypes\":{%s}}\n",
         base::JsonQuote(i.architecture).c_str(), base::JsonQuote(i.name).c_str(),
         (long long)i.n_vocab, (long long)i.n_embd, (long long)i.n_layer, (long long)i.n_head,
         (long long)i.n_head_kv, (long long)i.head_dim, (long long)i.n_ff, (long long)i.n_ctx_train,
         (long long)i.rope_dim, i.rope_freq_base, i.rope_freq_scale, i.rope_neox ? "true" : "false",
-        i.rms_eps, i.tied_output ? "true" : "false", (unsigned long long)i.n_params,
+        (long long)i.rope_freq_factors, base::JsonQuote(i.block).c_str(), i.rms_eps,
+        i.tied_output ? "true" : "false", (unsigned long long)i.n_params,
         (unsigned long long)i.weight_bytes, base::JsonQuote(i.tokenizer_model).c_str(), i.bos,
         i.eos, (unsigned long long)kv16, (unsigned long long)(kv16 * 2), dt.c_str());
     return 0;
@@ -76,8 +78,10 @@ int InfoMain(const Args& args) {
   const char* kind = i.n_head_kv == i.n_head ? "MHA" : (i.n_head_kv == 1 ? "MQA" : "GQA");
   std::printf("attention:      %lld heads, %lld KV heads (%s), head dim %lld\n",
               (long long)i.n_head, (long long)i.n_head_kv, kind, (long long)i.head_dim);
-  std::printf("rope:           %lld dims, base %g, freq scale %g, %s\n", (long long)i.rope_dim,
-              i.rope_freq_base, i.rope_freq_scale, i.rope_neox ? "neox" : "normal");
+  std::printf("rope:           %lld dims, base %g, freq scale %g, %s%s\n", (long long)i.rope_dim,
+              i.rope_freq_base, i.rope_freq_scale, i.rope_neox ? "neox" : "normal",
+              i.rope_freq_factors > 0 ? ", Llama 3 frequency factors (rope_freqs)" : "");
+  std::printf("block:          %s\n", i.block.c_str());
   std::printf("norm eps:       %g;  output: %s\n", i.rms_eps,
               i.tied_output ? "tied to token embedding" : "separate");
   std::printf("context:        %lld tokens (trained)\n", (long long)i.n_ctx_train);

@@ -43,10 +43,11 @@ int MakeModelMain(const Args& args) {
   bool induction = false;
   FlagParser p(
       "make-model",
-      "Writes a valid random-weight GGUF (llama or qwen2 architecture) that kvforge and other\n"
+      "Writes a valid random-weight GGUF (llama, qwen2, qwen3, gemma, phi3 or falcon) that\n"
+      "kvforge and other "
       "GGUF engines load. The tokenizer is copied from --vocab-from (default: the embedded "
       "model's).");
-  p.AddString("arch", &arch, "llama | qwen2");
+  p.AddString("arch", &arch, "llama | qwen2 | qwen3 | gemma | phi3 | falcon");
   p.AddInt("dim", &dim, "embedding width");
   p.AddInt("layers", &layers, "transformer blocks");
   p.AddInt("heads", &heads, "attention heads");

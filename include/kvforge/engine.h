@@ -26,6 +26,9 @@ struct ModelInfo {
   int64_t rope_dim;
   float rope_freq_base, rope_freq_scale;
   bool rope_neox;
+  int64_t rope_freq_factors;  // Llama 3's rope_freqs.weight values (0: none)
+  std::string block;          // what the family's block computes, e.g. "LayerNorm, parallel
+                              // attention + GELU MLP, fused qkv" (model/arch.h)
   float rms_eps;
   bool tied_output;
   uint64_t n_params;

@@ -139,6 +139,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& options) {
   i.rope_freq_base = c.rope_freq_base;
   i.rope_freq_scale = c.rope_freq_scale;
   i.rope_neox = c.rope_neox;
+  i.rope_freq_factors = static_cast<int64_t>(c.rope_freq_factors.size());
+  i.block = model::DescribeBlock(*c.traits);
   i.rms_eps = c.rms_eps;
   i.tied_output = impl->model->weights().tied_output;
   i.n_params = 0;

@@ -1,52 +1,12 @@
 #include "model/arch.h"
 
+#include "model/arch_families.h"
+
 namespace kvforge::model {
 namespace {
 
-ArchTraits Llama() {
-  ArchTraits t{Arch::kLlama, "llama"};
-  t.rope_factors = true;
-  return t;
-}
-ArchTraits Qwen2() {
-  ArchTraits t{Arch::kQwen2, "qwen2"};
-  t.rope_neox = true;
-  t.qkv_bias = true;
-  return t;
-}
-ArchTraits Qwen3() {
-  ArchTraits t{Arch::kQwen3, "qwen3"};
-  t.rope_neox = true;
-  t.qk_norm = true;
-  return t;
-}
-ArchTraits Gemma() {
-  ArchTraits t{Arch::kGemma, "gemma"};
-  t.ffn = FfnKind::kGeGlu;
-  t.rope_neox = true;
-  t.scale_embeddings = true;
-  t.always_tied = true;
-  return t;
-}
-ArchTraits Phi3() {
-  ArchTraits t{Arch::kPhi3, "phi3"};
-  t.rope_neox = true;
-  t.fused_qkv = true;
-  t.fused_gate_up = true;
-  return t;
-}
-ArchTraits Falcon() {
-  ArchTraits t{Arch::kFalcon, "falcon"};
-  t.norm = NormKind::kLayer;
-  t.ffn = FfnKind::kGelu;
-  t.rope_neox = true;
-  t.fused_qkv = true;
-  t.parallel_block = true;
-  t.eps_key = "attention.layer_norm_epsilon";
-  return t;
-}
-
-const ArchTraits kArchs[] = {Llama(), Qwen2(), Qwen3(), Gemma(), Phi3(), Falcon()};
+const ArchTraits kArchs[] = {LlamaTraits(), Qwen2Traits(), Qwen3Traits(),
+                             GemmaTraits(), Phi3Traits(),  FalconTraits()};
 
 }  // namespace
 
@@ -54,6 +14,18 @@ const ArchTraits* FindArch(std::string_view name) {
   for (const ArchTraits& t : kArchs)
     if (name == t.name) return &t;
   return nullptr;
+}
+
+std::string DescribeBlock(const ArchTraits& t) {
+  std::string s = t.norm == NormKind::kLayer ? "LayerNorm with bias" : "RMSNorm";
+  s += t.parallel_block ? ", parallel attention + MLP" : ", sequential attention then MLP";
+  s += t.ffn == FfnKind::kSwiGlu ? ", SwiGLU" : (t.ffn == FfnKind::kGeGlu ? ", GeGLU" : ", GELU");
+  if (t.fused_qkv) s += ", fused qkv";
+  if (t.fused_gate_up) s += ", fused gate+up";
+  if (t.qkv_bias) s += ", qkv bias";
+  if (t.qk_norm) s += ", q/k RMSNorm";
+  if (t.scale_embeddings) s += ", embeddings x sqrt(n_embd)";
+  return s;
 }
 
 std::string SupportedArchNames() {

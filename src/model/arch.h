@@ -34,5 +34,7 @@ struct ArchTraits {
 const ArchTraits* FindArch(std::string_view name);
 // "llama, qwen2, ..." for error messages.
 std::string SupportedArchNames();
+// One line on what the family's block computes ("RMSNorm, SwiGLU, ..."), for `kvforge info`.
+std::string DescribeBlock(const ArchTraits& t);
 
 }  // namespace kvforge::model

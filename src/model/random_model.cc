@@ -47,7 +47,10 @@ Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
   if (s.kv_heads <= 0) s.kv_heads = s.heads;
   if (s.ffn == 0) s.ffn = (s.dim * 8 / 3 + 31) / 32 * 32;
   auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
-  if (s.arch != "llama" && s.arch != "qwen2") return bad("arch must be llama or qwen2");
+  const bool qwen3 = s.arch == "qwen3", gemma = s.arch == "gemma", phi3 = s.arch == "phi3",
+             falcon = s.arch == "falcon", qwen2 = s.arch == "qwen2";
+  if (s.arch != "llama" && !qwen2 && !qwen3 && !gemma && !phi3 && !falcon)
+    return bad("arch must be llama, qwen2, qwen3, gemma, phi3 or falcon");
   const tensor::DType t = s.dtype;
   if (!tensor::CanQuantize(t) || !tensor::IsComputeSupported(t))
     return bad(
@@ -71,7 +74,9 @@ Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
   gguf::GgufWriter w;
   const std::string a = s.arch + ".";
   w.SetString("general.architecture", s.arch);
-  w.SetString("general.name", base::StrFormat("kvforge-random-%s-d%lld-l%lld", s.arch.c_str(),
+  // b10573's vocabulary loader special-cases names containing "phi3": avoid the string.
+  const std::string family = phi3 ? "phithree" : s.arch;
+  w.SetString("general.name", base::StrFormat("kvforge-random-%s-d%lld-l%lld", family.c_str(),
                                               (long long)s.dim, (long long)s.layers));
   w.SetU32("general.file_type", tensor::LlamaFileType(t).value_or(0));
   w.SetU32(a + "context_length", static_cast<uint32_t>(s.ctx));
@@ -80,7 +85,14 @@ Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
   w.SetU32(a + "feed_forward_length", static_cast<uint32_t>(s.ffn));
   w.SetU32(a + "attention.head_count", static_cast<uint32_t>(s.heads));
   w.SetU32(a + "attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
-  w.SetF32(a + "attention.layer_norm_rms_epsilon", s.arch == "qwen2" ? 1e-6f : 1e-5f);
+  if (falcon)
+    w.SetF32(a + "attention.layer_norm_epsilon", 1e-5f);
+  else
+    w.SetF32(a + "attention.layer_norm_rms_epsilon", qwen2 || qwen3 || gemma ? 1e-6f : 1e-5f);
+  if (qwen3 || gemma) {
+    w.SetU32(a + "attention.key_length", static_cast<uint32_t>(hd));
+    w.SetU32(a + "attention.value_length", static_cast<uint32_t>(hd));
+  }
   w.SetU32(a + "rope.dimension_count", static_cast<uint32_t>(hd));
   w.SetF32(a + "rope.freq_base", s.rope_base);
   for (const auto& key : vocab.keys())
@@ -90,24 +102,40 @@ Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
   const float s_in = 1.0f / std::sqrt(static_cast<float>(s.dim));
   const float s_ff = 1.0f / std::sqrt(static_cast<float>(s.ffn));
   const float s_res = 1.0f / std::sqrt(2.0f * static_cast<float>(s.layers));
-  KVF_RETURN_IF_ERROR(m.Matrix("token_embd.weight", s.dim, n_vocab, 1.0f, t));
+  // Gemma scales its input embeddings by sqrt(dim): store them smaller to keep unit activations.
+  KVF_RETURN_IF_ERROR(m.Matrix("token_embd.weight", s.dim, n_vocab, gemma ? s_in : 1.0f, t));
   KVF_RETURN_IF_ERROR(m.Vector("output_norm.weight", s.dim, 1.0f, 0.0f));
-  KVF_RETURN_IF_ERROR(m.Matrix("output.weight", s.dim, n_vocab, s_in * 4.0f, t));
+  if (falcon) KVF_RETURN_IF_ERROR(m.Vector("output_norm.bias", s.dim, 0.0f, 0.1f));
+  if (!gemma) KVF_RETURN_IF_ERROR(m.Matrix("output.weight", s.dim, n_vocab, s_in * 4.0f, t));
+  const int64_t qd = s.heads * hd, kvd = s.kv_heads * hd;
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     KVF_RETURN_IF_ERROR(m.Vector(b + "attn_norm.weight", s.dim, 1.0f, 0.0f));
-    KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_q.weight", s.dim, s.heads * hd, s_in, t));
-    KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_k.weight", s.dim, s.kv_heads * hd, s_in, t));
-    KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_v.weight", s.dim, s.kv_heads * hd, s_in, t));
-    if (s.arch == "qwen2") {
-      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_q.bias", s.heads * hd, 0.0f, 0.1f));
-      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_k.bias", s.kv_heads * hd, 0.0f, 0.1f));
-      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_v.bias", s.kv_heads * hd, 0.0f, 0.1f));
+    if (falcon) KVF_RETURN_IF_ERROR(m.Vector(b + "attn_norm.bias", s.dim, 0.0f, 0.1f));
+    if (phi3 || falcon) {
+      KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_qkv.weight", s.dim, qd + 2 * kvd, s_in, t));
+    } else {
+      KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_q.weight", s.dim, qd, s_in, t));
+      KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_k.weight", s.dim, kvd, s_in, t));
+      KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_v.weight", s.dim, kvd, s_in, t));
     }
-    KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_output.weight", s.heads * hd, s.dim, s_in * s_res, t));
-    KVF_RETURN_IF_ERROR(m.Vector(b + "ffn_norm.weight", s.dim, 1.0f, 0.0f));
-    KVF_RETURN_IF_ERROR(m.Matrix(b + "ffn_gate.weight", s.dim, s.ffn, s_in, t));
-    KVF_RETURN_IF_ERROR(m.Matrix(b + "ffn_up.weight", s.dim, s.ffn, s_in, t));
+    if (qwen2) {
+      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_q.bias", qd, 0.0f, 0.1f));
+      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_k.bias", kvd, 0.0f, 0.1f));
+      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_v.bias", kvd, 0.0f, 0.1f));
+    }
+    if (qwen3) {
+      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_q_norm.weight", hd, 1.0f, 0.1f));
+      KVF_RETURN_IF_ERROR(m.Vector(b + "attn_k_norm.weight", hd, 1.0f, 0.1f));
+    }
+    KVF_RETURN_IF_ERROR(m.Matrix(b + "attn_output.weight", qd, s.dim, s_in * s_res, t));
+    if (!falcon) KVF_RETURN_IF_ERROR(m.Vector(b + "ffn_norm.weight", s.dim, 1.0f, 0.0f));
+    if (phi3) {
+      KVF_RETURN_IF_ERROR(m.Matrix(b + "ffn_up.weight", s.dim, 2 * s.ffn, s_in, t));
+    } else {
+      if (!falcon) KVF_RETURN_IF_ERROR(m.Matrix(b + "ffn_gate.weight", s.dim, s.ffn, s_in, t));
+      KVF_RETURN_IF_ERROR(m.Matrix(b + "ffn_up.weight", s.dim, s.ffn, s_in, t));
+    }
     KVF_RETURN_IF_ERROR(m.Matrix(b + "ffn_down.weight", s.ffn, s.dim, s_ff * s_res, t));
   }
   return w.WriteFile(path);

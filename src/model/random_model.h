@@ -1,4 +1,5 @@
-// random_model.h — writes random-weight GGUF models (llama or qwen2) with a real vocabulary, for
+// random_model.h — writes random-weight GGUF models (llama, qwen2, qwen3, gemma, phi3, falcon)
+// with a real vocabulary, for
 // tests and benchmarks at realistic shapes. Matrices are N(0, 1/fan_in) (output projections
 // further scaled by 1/sqrt(2 * layers)) so activations keep a sane scale through the stack.
 #pragma once
@@ -16,7 +17,7 @@ class GgufFile;
 namespace kvforge::model {
 
 struct RandomModelSpec {
-  std::string arch = "llama";  // llama | qwen2
+  std::string arch = "llama";  // llama | qwen2 | qwen3 | gemma | phi3 | falcon
   int64_t dim = 64;
   int64_t layers = 2;
   int64_t heads = 4;

@@ -76,6 +76,13 @@ contains "calc embedded layers" "$TMP/out" '"n_layers":5'
 
 check "make-model" 0 "$KVF" make-model --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 96 --dtype q8_0 --out "$TMP/m.gguf"
 check "make-model runs" 0 "$KVF" run --model "$TMP/m.gguf" --prompt "Hello" --max-tokens 4
+for arch in qwen3 gemma phi3 falcon; do
+  check "make-model $arch" 0 "$KVF" make-model --arch $arch --dim 64 --layers 2 --heads 4 --kv-heads 1 --ffn 96 --dtype f16 --out "$TMP/m-$arch.gguf"
+  check "make-model $arch runs" 0 "$KVF" run --model "$TMP/m-$arch.gguf" --prompt "Hello" --max-tokens 4 --temperature 0
+  check "make-model $arch info" 0 "$KVF" info --model "$TMP/m-$arch.gguf" --json
+  contains "make-model $arch info architecture" "$TMP/out" "\"architecture\":\"$arch\""
+done
+check "make-model bad arch" 2 "$KVF" make-model --arch gpt2 --out "$TMP/x.gguf"
 check "make-model bad shape" 2 "$KVF" make-model --dim 65 --heads 4 --out "$TMP/x.gguf"
 check "make-model bad dtype" 2 "$KVF" make-model --dtype q9 --out "$TMP/x.gguf"
 

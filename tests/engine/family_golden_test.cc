@@ -12,6 +12,7 @@
 #include "gguf/gguf_writer.h"
 #include "kvforge/config_names.h"
 #include "kvforge/engine.h"
+#include "kvforge/llm.h"
 #include "support/test_paths.h"
 
 namespace kvforge {
@@ -176,6 +177,39 @@ TEST(FamilyKvDtypes, EveryFamilyRunsEveryKvDtype) {
       auto r = (*e)->Generate(prompt, p);
       ASSERT_TRUE(r.ok()) << family << " " << dtype << ": " << r.error().ToString();
       EXPECT_EQ(r->tokens.size(), 4u);
+    }
+  }
+}
+
+// The batched engine (continuous batching, paged KV, hash prefix caching) gives every family the
+// same greedy ids as the single-request Engine, for prompts that share a long prefix.
+TEST(FamilyBatching, BatchedPrefixCachedRunsMatchSingleRequests) {
+  for (const std::string family : {"llama3", "gemma", "falcon", "qwen3", "phi3"}) {
+    const auto ref = nlohmann::json::parse(kvforge::testing::ReadFileOrDie(
+        Shared("reference/tiny-random-" + family + "-greedy.json")));
+    std::vector<std::vector<int32_t>> prompts;
+    const auto base = ref["cases"][0]["prompt_ids"].get<std::vector<int32_t>>();
+    for (int32_t extra : {300, 301, 302, 303}) {  // shared prefix, different last token
+      prompts.push_back(base);
+      prompts.back().push_back(extra);
+    }
+    EngineConfig o;
+    o.model = Shared("models/tiny-random-" + family + ".gguf");
+    o.max_model_len = 1024;
+    o.kv_f16 = false;
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 12;
+    p.ignore_eos = true;
+    auto single = Engine::Create(o);
+    ASSERT_TRUE(single.ok()) << single.error().ToString();
+    LLM llm(o);
+    auto outs = llm.generate(prompts, p);
+    ASSERT_TRUE(outs.ok()) << outs.error().ToString();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto r = (*single)->Generate(prompts[i], p);
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ((*outs)[i].outputs.at(0).token_ids, r->tokens) << family << " prompt " << i;
     }
   }
 }

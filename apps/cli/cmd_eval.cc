@@ -4,10 +4,10 @@
 
 #include "base/strings.h"
 #include "commands.h"
+#include "eval_common.h"
 #include "flags.h"
 #include "kv_flags.h"
 #include "kvforge/engine.h"
-#include "read_file.h"
 
 namespace kvforge::cli {
 namespace {
@@ -37,16 +37,10 @@ int PplMain(const Args& args) {
     return 2;
   }
   std::string text;
-  if (!ReadFile(text_path, &text)) {
-    std::fprintf(stderr, "kvforge: cannot read %s\n", text_path.c_str());
-    return 1;
-  }
+  if (!ReadEvalText(text_path, &text)) return 1;
   EngineConfig eo;
-  eo.model = model;
-  eo.threads = static_cast<int>(threads);
-  eo.max_model_len = ctx;
   eo.kv_f16 = !kv_f32;
-  if (Status s = ApplyKvFlags(kv, &eo); !s.ok()) return BadFlagValue(s);
+  if (int rc = EvalEngineConfig(model, threads, ctx, kv, &eo); rc != 0) return rc;
   if (eo.kv_policy.enabled()) {
     // Teacher-forced chunks attend before any eviction could happen: the number would not move.
     std::fprintf(stderr,
@@ -54,11 +48,8 @@ int PplMain(const Args& args) {
                  "change; use eval kv --kv-policy (streaming and compress_continue regimes)\n");
     return 2;
   }
-  auto engine = Engine::Create(eo);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());
-    return 1;
-  }
+  auto engine = CreateEvalEngine(eo);
+  if (!engine) return 1;
   PerplexityOptions po;
   po.ctx = ctx;
   po.max_chunks = chunks;
@@ -69,7 +60,7 @@ int PplMain(const Args& args) {
       std::printf("[%lld/%lld] %.4f\n", (long long)c, (long long)n, ppl);
     std::fflush(stdout);
   };
-  auto r = (*engine)->Perplexity(text, po);
+  auto r = engine->Perplexity(text, po);
   if (json) std::fputs("\n", stderr);
   if (!r.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", r.error().message().c_str());

@@ -7,12 +7,12 @@
 #include "base/strings.h"
 #include "bench_common.h"
 #include "commands.h"
+#include "eval_common.h"
 #include "flags.h"
 #include "kv_eval.h"
 #include "kv_flags.h"
 #include "kvforge/config_names.h"
 #include "kvforge/engine.h"
-#include "read_file.h"
 
 namespace kvforge::cli {
 namespace {
@@ -82,10 +82,7 @@ int EvalKvMain(const Args& args) {
     return 2;
   }
   std::string text;
-  if (!ReadFile(text_path, &text)) {
-    std::fprintf(stderr, "kvforge: cannot read %s\n", text_path.c_str());
-    return 1;
-  }
+  if (!ReadEvalText(text_path, &text)) return 1;
 
   EngineConfig eo;
   eo.model = model;

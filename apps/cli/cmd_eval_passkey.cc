@@ -7,6 +7,7 @@
 
 #include "base/strings.h"
 #include "commands.h"
+#include "eval_common.h"
 #include "flags.h"
 #include "kv_flags.h"
 #include "kvforge/engine.h"
@@ -115,17 +116,11 @@ int EvalPasskeyMain(const Args& args) {
     return 2;
   }
   EngineConfig eo;
-  eo.model = model;
-  eo.threads = static_cast<int>(threads);
-  eo.max_model_len = context + digits + 8;
-  if (Status s = ApplyKvFlags(kv, &eo); !s.ok()) return BadFlagValue(s);
-  auto engine = Engine::Create(eo);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());
-    return 1;
-  }
+  if (int rc = EvalEngineConfig(model, threads, context + digits + 8, kv, &eo); rc != 0) return rc;
+  auto engine = CreateEvalEngine(eo);
+  if (!engine) return 1;
   const TokenizeFn tokenize = [&](const std::string& text) {
-    return (*engine)->Tokenize(text, true, false);
+    return engine->Tokenize(text, true, false);
   };
   auto sentences = FillerSentencesFor(tokenize, context);
   if (!sentences.ok()) {
@@ -137,7 +132,7 @@ int EvalPasskeyMain(const Args& args) {
   int64_t correct = 0, total = 0, digits_right = 0;
   for (int64_t i = 0; i < n_depths; ++i) {
     const double depth = n_depths == 1 ? 0.5 : static_cast<double>(i) / (n_depths - 1);
-    auto d = RunDepth(**engine, *sentences, depth, trials, static_cast<int>(digits), rng);
+    auto d = RunDepth(*engine, *sentences, depth, trials, static_cast<int>(digits), rng);
     if (!d.ok()) {
       std::fprintf(stderr, "kvforge: %s\n", d.error().message().c_str());
       return 1;

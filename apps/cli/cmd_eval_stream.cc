@@ -8,10 +8,10 @@
 
 #include "base/strings.h"
 #include "commands.h"
+#include "eval_common.h"
 #include "flags.h"
 #include "kv_flags.h"
 #include "kvforge/engine.h"
-#include "read_file.h"
 
 namespace kvforge::cli {
 namespace {
@@ -62,21 +62,12 @@ int EvalStreamMain(const Args& args) {
     return 2;
   }
   std::string text;
-  if (!ReadFile(text_path, &text)) {
-    std::fprintf(stderr, "kvforge: cannot read %s\n", text_path.c_str());
-    return 1;
-  }
+  if (!ReadEvalText(text_path, &text)) return 1;
   EngineConfig eo;
-  eo.model = model;
-  eo.threads = static_cast<int>(threads);
-  eo.max_model_len = ctx;
-  if (Status s = ApplyKvFlags(kv, &eo); !s.ok()) return BadFlagValue(s);
-  auto engine = Engine::Create(eo);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());
-    return 1;
-  }
-  auto ids = RepeatedTokens(**engine, text, tokens);
+  if (int rc = EvalEngineConfig(model, threads, ctx, kv, &eo); rc != 0) return rc;
+  auto engine = CreateEvalEngine(eo);
+  if (!engine) return 1;
+  auto ids = RepeatedTokens(*engine, text, tokens);
   if (!ids.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", ids.error().message().c_str());
     return 1;
@@ -84,7 +75,7 @@ int EvalStreamMain(const Args& args) {
   std::vector<Window> windows;
   double nll_window = 0, nll_total = 0;
   int64_t in_window = 0, slots_max = 0;
-  Status st = (*engine)->ScoreStream(*ids, [&](int64_t i, double nll, int64_t slots) {
+  Status st = engine->ScoreStream(*ids, [&](int64_t i, double nll, int64_t slots) {
     nll_window += nll;
     nll_total += nll;
     slots_max = std::max(slots_max, slots);

@@ -156,6 +156,9 @@ struct KernelTable {
   void (*rms_norm)(const float* x, const float* weight, float* out, int64_t n, float eps);
   // out[i] = silu(gate[i]) * up[i]
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  // out[i] = gelu(x[i]) * up[i] (GeGLU), or gelu(x[i]) when up is null; GELU's tanh form:
+  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as gemma and falcon use.
+  void (*gelu)(const float* x, const float* up, float* out, int64_t n);
   // Attention for kv heads [kvh_begin, kvh_end).
   void (*attention)(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);
 };

@@ -662,9 +662,32 @@ void SwigluAvx2(const float* gate, const float* up, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// gelu(x) = x - x / (exp(2u) + 1) with u = sqrt(2/pi) (x + 0.044715 x^3): the tanh form
+// rewritten so one exp serves (0.5 x (1 + tanh u) = x e^{2u} / (e^{2u} + 1)); Exp256 clamps, so
+// large |u| gives x or 0 as it should.
+void GeluAvx2(const float* x, const float* up, float* out, int64_t n) {
+  const __m256 c0 = _mm256_set1_ps(2.0f * 0.7978845608028654f);
+  const __m256 c1 = _mm256_set1_ps(0.044715f);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(c1, v), _mm256_mul_ps(v, v), v);
+    const __m256 e = Exp256(_mm256_mul_ps(c0, inner));
+    __m256 g = _mm256_sub_ps(v, _mm256_div_ps(v, _mm256_add_ps(e, one)));
+    if (up) g = _mm256_mul_ps(g, _mm256_loadu_ps(up + i));
+    _mm256_storeu_ps(out + i, g);
+  }
+  for (; i < n; ++i) {
+    const float v = x[i];
+    const float g = 0.5f * v * (1 + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    out[i] = up ? g * up[i] : g;
+  }
+}
+
 }  // namespace
 
-const KernelTable kAvx2Table = {"avx2",      PrepareActAvx2, MatMulRowsAvx2,
-                                RmsNormAvx2, SwigluAvx2,     AttentionAvx2};
+const KernelTable kAvx2Table = {"avx2",     PrepareActAvx2, MatMulRowsAvx2, RmsNormAvx2,
+                                SwigluAvx2, GeluAvx2,       AttentionAvx2};
 
 }  // namespace kvforge::kernels::internal

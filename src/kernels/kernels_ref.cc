@@ -327,6 +327,15 @@ void SwigluRef(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void GeluRef(const float* x, const float* up, float* out, int64_t n) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    const double g = 0.5 * v * (1 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v)));
+    out[i] = static_cast<float>(up ? g * up[i] : g);
+  }
+}
+
 void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
   const int32_t group = a.n_head / a.n_kv_head;
   std::vector<float> kv(static_cast<size_t>(a.head_dim));
@@ -357,8 +366,8 @@ void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, fl
   }
 }
 
-const KernelTable kRefTable = {"ref",      PrepareActRef, MatMulRowsRef,
-                               RmsNormRef, SwigluRef,     AttentionRef};
+const KernelTable kRefTable = {"ref",     PrepareActRef, MatMulRowsRef, RmsNormRef,
+                               SwigluRef, GeluRef,       AttentionRef};
 
 }  // namespace
 

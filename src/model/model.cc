@@ -141,12 +141,6 @@ void NormalizeHeads(const kernels::KernelTable& kt, float* x, int64_t heads, int
   }
 }
 
-// GELU, tanh approximation (ggml's, as gemma and falcon use).
-float Gelu(float x) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
-}
-
 // Splits rows of a fused projection: src [n][sum(widths)] -> dst[j] [n][widths[j]].
 void SplitRows(const float* src, int64_t n, std::initializer_list<std::pair<float*, int64_t>> dst) {
   int64_t total = 0;
@@ -204,10 +198,10 @@ void Model::FeedForward(const LayerWeights& L, int64_t n, Workspace& ws,
       kt.swiglu(ws.gate.data(), ws.up.data(), ws.ffn.data(), n * F);
       break;
     case FfnKind::kGeGlu:
-      for (int64_t i = 0; i < n * F; ++i) ws.ffn[i] = Gelu(ws.gate[i]) * ws.up[i];
+      kt.gelu(ws.gate.data(), ws.up.data(), ws.ffn.data(), n * F);
       break;
     case FfnKind::kGelu:
-      for (int64_t i = 0; i < n * F; ++i) ws.ffn[i] = Gelu(ws.up[i]);
+      kt.gelu(ws.up.data(), nullptr, ws.ffn.data(), n * F);
       break;
   }
   MatMul(L.w_down, ws.ffn.data(), n, ws.y.data(), ws, pool);

@@ -130,6 +130,22 @@ TEST(FamilyLoader, RefusesAKeyThatChangesTheMathNamingIt) {
       << e.error().message();
 }
 
+TEST(FamilyLoader, RefusesARopeScalingTypeItDoesNotComputeNamingIt) {
+  auto f = gguf::GgufFile::Open(Shared("models/tiny-random-llama3.gguf"));
+  ASSERT_TRUE(f.ok());
+  gguf::GgufWriter w;
+  for (const auto& key : (*f)->keys()) w.CopyValue(key, *(*f)->Find(key));
+  w.SetString("llama.rope.scaling.type", "yarn");
+  for (const auto& t : (*f)->tensors())
+    ASSERT_TRUE(
+        w.AddTensor(t.name, t.dtype, t.dims, std::vector<uint8_t>(t.data, t.data + t.nbytes)).ok());
+  const std::string path = (std::filesystem::temp_directory_path() / "kvf_yarn.gguf").string();
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto e = MakeEngine(path, false);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message().find("yarn"), std::string::npos) << e.error().message();
+}
+
 // Without rope_freqs.weight the Llama 3 fixture is a different model: its ids leave llama.cpp's.
 TEST(FamilyLoader, Llama3RopeFactorsAreApplied) {
   const std::string path = RewriteModel(Shared("models/tiny-random-llama3.gguf"),

@@ -195,6 +195,18 @@ TEST(KernelsTest, RmsNormAndSwiglu) {
     for (auto& v : w) v = nd(rng);
     ReferenceTable().rms_norm(x.data(), w.data(), r.data(), n, 1e-5f);
     ReferenceTable().swiglu(x.data(), w.data(), a.data(), n);
+    std::vector<float> ga(x.size()), gb(x.size()), pa(x.size()), pb(x.size());
+    ReferenceTable().gelu(x.data(), w.data(), ga.data(), n);  // GeGLU
+    ReferenceTable().gelu(x.data(), nullptr, pa.data(), n);   // plain GELU
+    for (const KernelTable* k : Simd()) {
+      k->gelu(x.data(), w.data(), gb.data(), n);
+      k->gelu(x.data(), nullptr, pb.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        // One vectorised exp and a division: ~1e-6 of the value.
+        EXPECT_NEAR(gb[i], ga[i], 2e-6 * (1 + std::fabs(ga[i]))) << "geglu " << x[i];
+        EXPECT_NEAR(pb[i], pa[i], 2e-6 * (1 + std::fabs(pa[i]))) << "gelu " << x[i];
+      }
+    }
     for (const KernelTable* k : Simd()) {
       k->rms_norm(x.data(), w.data(), s.data(), n, 1e-5f);
       k->swiglu(x.data(), w.data(), b.data(), n);

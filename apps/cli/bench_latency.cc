@@ -202,9 +202,24 @@ int LatencyMain(const Args& args) {
                  "--n-gen N\n");
     return 2;
   }
-  const int64_t compared = 2 + static_cast<int64_t>(std::count(also.begin(), also.end(), ','));
-  const int64_t total =
-      compare ? depth + (compared + 1) * reps * n_gen : depth + std::max(n_prompt, n_gen);
+  // --also-kv-policy: more sparse policies for the same rounds (validated before any work).
+  std::vector<KvPolicyKind> also_kinds;
+  for (const auto& name : base::StrSplit(also, ',')) {
+    if (name.empty()) continue;
+    auto kind = ParseKvPolicyKind(name);
+    if (!kind.ok() || !kvpolicy::IsSparse(*kind)) {
+      std::fprintf(stderr, "kvforge: --also-kv-policy: '%s' is not quest or nsa\n", name.c_str());
+      return 2;
+    }
+    also_kinds.push_back(*kind);
+  }
+  if (!also_kinds.empty() && !compare) {
+    std::fprintf(stderr, "kvforge: --also-kv-policy needs --compare-kv-policy\n");
+    return 2;
+  }
+  // Compare mode: every mode (dense + each policy) decodes n_gen fresh positions per round.
+  const int64_t modes = 2 + static_cast<int64_t>(also_kinds.size());
+  const int64_t total = compare ? depth + modes * reps * n_gen : depth + std::max(n_prompt, n_gen);
   auto cache = MakeBenchCache(c, kv, kv_f32, block, total, 1);
   if (!cache.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
@@ -238,22 +253,12 @@ int LatencyMain(const Args& args) {
   // every sparse policy reads the same block key summaries).
   std::vector<kvpolicy::SparseDecode> plans{sparse};
   std::vector<std::string> plan_names{std::string(KvPolicyName(sparse.kind))};
-  if (!also.empty() && !compare) {
-    std::fprintf(stderr, "kvforge: --also-kv-policy needs --compare-kv-policy\n");
-    return 2;
-  }
-  for (const auto& name : base::StrSplit(also, ',')) {
-    if (name.empty()) continue;
+  for (const KvPolicyKind kind : also_kinds) {
     KvPolicy extra = policy_choice.kv_policy;
-    auto kind = ParseKvPolicyKind(name);
-    if (!kind.ok() || !kvpolicy::IsSparse(*kind)) {
-      std::fprintf(stderr, "kvforge: --also-kv-policy: '%s' is not quest or nsa\n", name.c_str());
-      return 2;
-    }
-    extra.kind = *kind;
+    extra.kind = kind;
     extra.window = -1;  // the method's own default
     plans.push_back(kvpolicy::SparseDecodeFor(extra, budget_tokens, (*cache)->block_tokens()));
-    plan_names.push_back(name);
+    plan_names.push_back(std::string(KvPolicyName(kind)));
   }
   // mode 0: dense; k > 0: plans[k - 1] on single-token steps.
   auto forward_mode = [&](int64_t pos0, int64_t n, size_t mode) -> Status {

@@ -40,11 +40,8 @@ struct DepthResult {
   }
 };
 
-Result<DepthResult> RunDepth(Engine& engine, int64_t sentences, double depth, int64_t trials,
-                             int digits, std::mt19937_64& rng) {
-  const TokenizeFn tokenize = [&](const std::string& text) {
-    return engine.Tokenize(text, /*add_special=*/true, /*parse_special=*/false);
-  };
+Result<DepthResult> RunDepth(Engine& engine, const TokenizeFn& tokenize, int64_t sentences,
+                             double depth, int64_t trials, int digits, std::mt19937_64& rng) {
   SamplingParams sp;
   sp.temperature = 0;
   sp.max_tokens = digits + 3;  // a space, the digits, a period (tokenizers differ)
@@ -120,7 +117,7 @@ int EvalPasskeyMain(const Args& args) {
   auto engine = CreateEvalEngine(eo);
   if (!engine) return 1;
   const TokenizeFn tokenize = [&](const std::string& text) {
-    return engine->Tokenize(text, true, false);
+    return engine->Tokenize(text, /*add_special=*/true, /*parse_special=*/false);
   };
   auto sentences = FillerSentencesFor(tokenize, context);
   if (!sentences.ok()) {
@@ -132,7 +129,7 @@ int EvalPasskeyMain(const Args& args) {
   int64_t correct = 0, total = 0, digits_right = 0;
   for (int64_t i = 0; i < n_depths; ++i) {
     const double depth = n_depths == 1 ? 0.5 : static_cast<double>(i) / (n_depths - 1);
-    auto d = RunDepth(*engine, *sentences, depth, trials, static_cast<int>(digits), rng);
+    auto d = RunDepth(*engine, tokenize, *sentences, depth, trials, static_cast<int>(digits), rng);
     if (!d.ok()) {
       std::fprintf(stderr, "kvforge: %s\n", d.error().message().c_str());
       return 1;

@@ -169,7 +169,7 @@ void Model::ProjectQkv(const LayerWeights& L, int64_t n, Workspace& ws,
     MatMul(L.wk, ws.xn.data(), n, ws.k.data(), ws, pool);
     MatMul(L.wv, ws.xn.data(), n, ws.v.data(), ws, pool);
   }
-  if (!c.has_qkv_bias) return;
+  if (!c.traits->qkv_bias) return;
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < QD; ++j) ws.q[i * QD + j] += L.bq[j];
     for (int64_t j = 0; j < KD; ++j) {

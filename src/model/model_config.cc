@@ -60,9 +60,7 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   if (c.traits == nullptr)
     return Status::Unimplemented(f.path() + ": architecture '" + c.arch_name +
                                  "' is not supported (supported: " + SupportedArchNames() + ")");
-  c.arch = c.traits->arch;
   c.rope_neox = c.traits->rope_neox;
-  c.has_qkv_bias = c.traits->qkv_bias;
   if (const auto* v = f.Find("general.name"); v && v->type == gguf::ValueType::kString)
     c.name = std::string(v->str);
   const std::string a = c.arch_name + ".";

@@ -15,7 +15,6 @@ class GgufFile;
 namespace kvforge::model {
 
 struct ModelConfig {
-  Arch arch = Arch::kLlama;
   const ArchTraits* traits = nullptr;  // the family's block variant (arch.h); never null once read
   std::string arch_name;               // general.architecture
   std::string name;                    // general.name (may be empty)
@@ -34,7 +33,6 @@ struct ModelConfig {
   // Llama 3.1+: rope_freqs.weight, rope_dim / 2 divisors of the pairs' angles (empty: none).
   std::vector<float> rope_freq_factors;
   float rms_eps = 1e-5f;  // the norm's epsilon (RMSNorm or LayerNorm, as the family uses)
-  bool has_qkv_bias = false;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

@@ -171,7 +171,7 @@ TEST(FamilyLoader, Llama3RopeFactorsAreApplied) {
 }
 
 // Every family runs with every per-token KV dtype that fits its head (MQA's single KV head
-// included) and agrees with the f32 cache on the first greedy tokens of the first prompt.
+// included); with an f16 cache the first greedy tokens are llama.cpp's.
 TEST(FamilyKvDtypes, EveryFamilyRunsEveryKvDtype) {
   for (const std::string family : {"llama3", "gemma", "falcon", "qwen3", "phi3"}) {
     const auto ref = nlohmann::json::parse(kvforge::testing::ReadFileOrDie(
@@ -192,7 +192,14 @@ TEST(FamilyKvDtypes, EveryFamilyRunsEveryKvDtype) {
       p.ignore_eos = true;
       auto r = (*e)->Generate(prompt, p);
       ASSERT_TRUE(r.ok()) << family << " " << dtype << ": " << r.error().ToString();
-      EXPECT_EQ(r->tokens.size(), 4u);
+      ASSERT_EQ(r->tokens.size(), 4u);
+      // llama.cpp made the references with an f16 KV cache: ours follows its first steps
+      // (their margins are >= 0.1). The quantized caches only have to run.
+      if (dtype == "f16") {
+        const auto want = ref["cases"][0]["gen_ids"].get<std::vector<int32_t>>();
+        EXPECT_EQ(r->tokens, std::vector<int32_t>(want.begin(), want.begin() + 4))
+            << family << " " << dtype;
+      }
     }
   }
 }

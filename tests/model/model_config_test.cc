@@ -36,7 +36,7 @@ TEST(ModelConfigTest, Qwen2UsesNeoxRopeAndBiases) {
   auto c = ModelConfig::FromGguf(**f);
   ASSERT_TRUE(c.ok()) << c.error().ToString();
   EXPECT_TRUE(c->rope_neox);
-  EXPECT_TRUE(c->has_qkv_bias);
+  EXPECT_TRUE(c->traits->qkv_bias);
   EXPECT_EQ(c->n_head, 4);
   EXPECT_EQ(c->n_head_kv, 2);
   EXPECT_FLOAT_EQ(c->rope_freq_base, 1e6f);

@@ -50,7 +50,7 @@ namespace {
 }
 
 // A request's KV policy from the Python dict {"name", "budget", "sinks", "window", "pool_kernel",
-// "beta", "seed"} (missing keys keep their defaults); bad values raise ValueError.
+// "beta", "seed", "heads"} (missing keys keep their defaults); bad values raise ValueError.
 KvPolicy KvPolicyFrom(const py::handle& value) {
   const py::dict d = py::cast<py::dict>(value);
   KvPolicy k;
@@ -72,6 +72,10 @@ KvPolicy KvPolicyFrom(const py::handle& value) {
       k.beta = py::cast<float>(v);
     } else if (key == "seed") {
       k.seed = py::cast<uint64_t>(v);
+    } else if (key == "heads") {
+      Result<KvHeadSelection> h = ParseKvHeadSelection(py::cast<std::string>(v));
+      if (!h.ok()) Raise(h.error());
+      k.heads = *h;
     } else {
       throw py::type_error("unknown kv_policy parameter '" + key + "'");
     }

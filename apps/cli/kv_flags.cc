@@ -32,6 +32,8 @@ void AddKvFlags(FlagParser& p, KvFlags* f) {
               "(default 32)");
   p.AddString("kv-pool-kernel", &f->pool_kernel, "snapkv/pyramidkv: score pooling width (7)");
   p.AddString("kv-pyramid-beta", &f->pyramid_beta, "pyramidkv: layer budget slope (20)");
+  p.AddString("kv-heads", &f->heads,
+              "KV heads' kept sets: shared (one per layer, default), per_head, adaptive (AdaKV)");
 }
 
 Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
@@ -52,6 +54,7 @@ Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
       {"kv_window", &f.window},
       {"kv_pool_kernel", &f.pool_kernel},
       {"kv_pyramid_beta", &f.pyramid_beta},
+      {"kv_heads", &f.heads},
   };
   for (const auto& [name, text] : policy_fields) {
     if (text->empty()) continue;

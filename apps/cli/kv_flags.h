@@ -21,7 +21,7 @@ struct KvFlags {
   bool turbo_qjl = false;
   // Eviction: text forms of EngineConfig's kv_policy fields (empty: the default).
   std::string policy = "none";
-  std::string budget, sinks, window, pool_kernel, pyramid_beta;
+  std::string budget, sinks, window, pool_kernel, pyramid_beta, heads;
 };
 
 void AddKvFlags(FlagParser& p, KvFlags* f);

@@ -26,6 +26,16 @@
 //              softmax of q . mean key summed over the group, always the first block and the
 //              two newest, plus a sliding window of `window` (512) tokens, one exact softmax
 //              over the union
+// Head selection (`heads`, the eviction methods that score tokens: h2o, tova, knorm, snapkv,
+// pyramidkv, random):
+//   shared     one kept set per layer, scores summed over the KV heads (the default)
+//   per_head   each KV head keeps its own set of the same size (kvpress's scorer presses; the
+//              original SnapKV and H2O select per head)
+//   adaptive   AdaKV: the layer's budget x KV heads pooled, the best-scoring (slot, head) pairs
+//              win, each head keeps at least a fifth of the budget; a layer's memory follows its
+//              largest head (blocks hold every head)
+// Per-head sets need a KV dtype whose heads are stored apart in a row (f32, f16, bf16, fp8,
+// int8, and q8_0 / q4_0 with head_dim a multiple of 32).
 // Thread-safety: plain values.
 #pragma once
 
@@ -50,6 +60,8 @@ enum class KvPolicyKind : uint8_t {
   kNsa,
 };
 
+enum class KvHeadSelection : uint8_t { kShared, kPerHead, kAdaptive };
+
 struct KvPolicy {
   KvPolicyKind kind = KvPolicyKind::kNone;
   // >= 1: tokens kept per sequence (per layer); in (0, 1): that fraction of the prompt.
@@ -59,6 +71,7 @@ struct KvPolicy {
   int32_t pool_kernel = 7;  // snapkv / pyramidkv: average-pooling width (odd)
   float beta = 20.0f;       // pyramidkv: first-to-last layer budget ratio parameter
   uint64_t seed = 0;        // random
+  KvHeadSelection heads = KvHeadSelection::kShared;
 
   bool enabled() const { return kind != KvPolicyKind::kNone; }
   bool operator==(const KvPolicy&) const = default;
@@ -69,6 +82,13 @@ std::string_view KvPolicyName(KvPolicyKind kind);
 Result<KvPolicyKind> ParseKvPolicyKind(std::string_view name);
 // "none", "streaming", ... separated by ", " (for help texts and errors).
 std::string KvPolicyNames();
+std::string_view KvHeadSelectionName(KvHeadSelection h);
+// "shared", "per_head" or "adaptive"; anything else is an error naming them.
+Result<KvHeadSelection> ParseKvHeadSelection(std::string_view name);
+// Whether the policy keeps a different set of slots per KV head.
+inline bool SelectsPerHead(const KvPolicy& p) {
+  return p.enabled() && p.heads != KvHeadSelection::kShared;
+}
 // Clear error for impossible parameters (a budget <= 0 for an enabled policy, sinks >= budget, an
 // even pooling kernel, ...).
 Status ValidateKvPolicy(const KvPolicy& p);

@@ -43,7 +43,7 @@ class SamplingParams:
     ``cache_salt`` (prefix-cache isolation), ``penalty_last_n`` (-1: the whole sequence),
     ``kv_policy`` / ``kv_budget`` (KV eviction for this request: a policy name such as
     ``"snapkv"`` with ``kv_budget`` tokens or a fraction of the prompt, or a dict
-    ``{"name", "budget", "sinks", "window", "pool_kernel", "beta", "seed"}``; None: the engine's).
+    ``{"name", "budget", "sinks", "window", "pool_kernel", "beta", "seed", "heads"}``; None: the engine's).
     """
 
     def __init__(self, n: int = 1, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,

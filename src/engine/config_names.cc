@@ -222,6 +222,18 @@ std::vector<ConfigField> PolicyFields() {
         return Status::Ok();
       },
       [](const KvPolicy& p) { return StrFormat("%g", static_cast<double>(p.beta)); }));
+  ConfigField heads = PolicyField(
+      "kv_heads", ConfigFieldKind::kChoice,
+      "which KV heads share a kept set: shared (one per layer), per_head, adaptive (AdaKV)",
+      [](KvPolicy& p, std::string_view t, const std::string& n) -> Status {
+        Result<KvHeadSelection> h = ParseKvHeadSelection(Lower(t));
+        if (!h.ok()) return h.error().WithContext(n);
+        p.heads = *h;
+        return Status::Ok();
+      },
+      [](const KvPolicy& p) { return std::string(KvHeadSelectionName(p.heads)); });
+  heads.choices = {"shared", "per_head", "adaptive"};
+  f.push_back(std::move(heads));
   return f;
 }
 

@@ -119,6 +119,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& options) {
       engine::KvBlocksForBudget(options.kv_cache_memory_bytes, options.memory_utilization,
                                 per_block, weight_bytes, one_seq));
   KVF_ASSIGN_OR_RETURN(impl->kv, kvstore::PagedKvCache::Create(kc));
+  KVF_RETURN_IF_ERROR(ValidateKvPolicy(options.kv_policy).WithContext("kv_policy"));
+  KVF_RETURN_IF_ERROR(engine::CheckPolicyFitsCache(options.kv_policy, *impl->kv));
   KVF_LOG_INFO("%s", engine::DescribeKvCache(*impl->kv).c_str());
   impl->pool = std::make_unique<kernels::ThreadPool>(options.threads);
   KVF_RETURN_IF_ERROR(engine::CalibrateKvAtStartup(*impl->model, *impl->tok, *impl->kv, *impl->pool,

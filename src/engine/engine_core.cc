@@ -85,6 +85,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
   kc.prefix_mode = c.prefix_cache_mode == PrefixCacheMode::kRadix ? kvmeta::PrefixCacheMode::kRadix
                                                                   : kvmeta::PrefixCacheMode::kHash;
   KVF_ASSIGN_OR_RETURN(e->cache_, kvstore::PagedKvCache::Create(kc));
+  KVF_RETURN_IF_ERROR(engine::CheckPolicyFitsCache(c.kv_policy, *e->cache_));
   const int64_t swap_blocks = c.preemption_mode == PreemptionMode::kSwap
                                   ? static_cast<int64_t>(c.swap_space_bytes / per_block)
                                   : 0;

@@ -7,11 +7,12 @@
 namespace kvforge::engine {
 
 SeqEviction::SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t n_layer,
-                         int32_t block_tokens, int64_t budget_of)
+                         int32_t n_kv_head, int32_t block_tokens, int64_t budget_of)
     : policy_(policy),
       prompt_tokens_(prompt_tokens),
       budget_(kvpolicy::BudgetTokens(policy, budget_of >= 0 ? budget_of : prompt_tokens)),
       n_layer_(n_layer),
+      lanes_(SelectsPerHead(policy) ? std::max(n_kv_head, 1) : 1),
       slack_(std::max<int32_t>(block_tokens, 1)),
       sparse_(kvpolicy::SparseDecodeFor(policy, budget_, block_tokens)),
       rng_(policy.seed) {}
@@ -44,9 +45,10 @@ void SeqEviction::PrepareChunk(const kvstore::PagedKvCache& cache, int64_t token
     if (one_shot_done_ || token_pos + chunk->n_tokens <= window_begin) return;
     from = std::max<int64_t>(0, window_begin - token_pos);
   }
-  scores_.Ensure(n_layer_, slot0 + chunk->n_tokens);
+  scores_.Ensure(n_layer_ * lanes_, slot0 + chunk->n_tokens);
   chunk->observed = scores_.data();
   chunk->observed_stride = scores_.stride();
+  chunk->observed_lanes = lanes_;
   chunk->observe_from = from;
 }
 
@@ -64,19 +66,22 @@ Result<bool> SeqEviction::AfterStep(kvstore::PagedKvCache& cache, int64_t seq, i
   return Compact(cache, seq);
 }
 
-std::vector<float> SeqEviction::LayerScores(const kvstore::PagedKvCache& cache, int64_t seq,
-                                            int32_t layer, const std::vector<int32_t>& live) {
+std::vector<float> SeqEviction::LaneScores(const kvstore::PagedKvCache& cache, int64_t seq,
+                                           int32_t layer, int32_t head,
+                                           const std::vector<int32_t>& live) {
   std::vector<float> s(live.size(), 0.0f);
   switch (policy_.kind) {
     case KvPolicyKind::kH2O:
     case KvPolicyKind::kTova:
     case KvPolicyKind::kSnapKV:
-    case KvPolicyKind::kPyramidKV:
-      for (size_t i = 0; i < live.size(); ++i) s[i] = scores_.layer(layer)[live[i]];
+    case KvPolicyKind::kPyramidKV: {
+      const float* row = scores_.layer(layer * lanes_ + std::max(head, 0));
+      for (size_t i = 0; i < live.size(); ++i) s[i] = row[live[i]];
       if (kvpolicy::IsOneShot(policy_.kind)) s = kvpolicy::AvgPool1d(s, policy_.pool_kernel);
       break;
+    }
     case KvPolicyKind::kKnorm: {
-      cache.KeyNorms(seq, layer, live, s.data());
+      cache.KeyNorms(seq, layer, live, s.data(), head);
       for (float& x : s) x = -x;  // small norms are kept
       break;
     }
@@ -91,32 +96,56 @@ std::vector<float> SeqEviction::LayerScores(const kvstore::PagedKvCache& cache, 
   return s;
 }
 
+bool SeqEviction::SelectLayer(const kvstore::PagedKvCache& cache, int64_t seq, int32_t layer,
+                              int64_t budget, std::vector<std::vector<int32_t>>* keep,
+                              std::vector<int64_t>* dead_begin, std::vector<int64_t>* dead_end) {
+  const int64_t slots = cache.NumTokens(seq);
+  const int64_t front = kvpolicy::FrontKept(policy_), back = kvpolicy::RecentKept(policy_, budget);
+  std::vector<std::vector<int32_t>> live(static_cast<size_t>(lanes_));
+  std::vector<std::vector<float>> score(static_cast<size_t>(lanes_));
+  for (int32_t h = 0; h < lanes_; ++h) {
+    const kvstore::SlotRange dead = cache.DeadSlots(layer, seq, h);
+    dead_begin->push_back(dead.begin);
+    dead_end->push_back(dead.end);
+    auto& lv = live[static_cast<size_t>(h)];
+    lv.reserve(static_cast<size_t>(slots));
+    for (int64_t p = 0; p < slots; ++p)
+      if (p < dead.begin || p >= dead.end) lv.push_back(static_cast<int32_t>(p));
+    score[static_cast<size_t>(h)] = LaneScores(cache, seq, layer, lanes_ > 1 ? h : -1, lv);
+  }
+  std::vector<std::vector<int32_t>> kept;
+  if (policy_.heads == KvHeadSelection::kAdaptive) {
+    kept = kvpolicy::SelectKeptAdaptive(live, score, budget, front, back);
+  } else {
+    for (int32_t h = 0; h < lanes_; ++h)
+      kept.push_back(kvpolicy::SelectKept(live[static_cast<size_t>(h)],
+                                          score[static_cast<size_t>(h)], budget, front, back));
+  }
+  bool drops = false;
+  for (int32_t h = 0; h < lanes_; ++h) {
+    drops = drops || kept[static_cast<size_t>(h)].size() < live[static_cast<size_t>(h)].size();
+    keep->push_back(std::move(kept[static_cast<size_t>(h)]));
+  }
+  return drops;
+}
+
 Result<bool> SeqEviction::Compact(kvstore::PagedKvCache& cache, int64_t seq) {
   const int64_t slots = cache.NumTokens(seq);
   std::vector<int64_t> budgets(static_cast<size_t>(n_layer_), budget_);
   if (policy_.kind == KvPolicyKind::kPyramidKV)
     budgets = kvpolicy::PyramidBudgets(budget_, kvpolicy::ObservationWindow(policy_), n_layer_,
                                        policy_.beta);
-  std::vector<std::vector<int32_t>> keep(static_cast<size_t>(n_layer_));
+  std::vector<std::vector<int32_t>> keep;  // [lane] kept slots
   std::vector<int64_t> dead_begin, dead_end;
   bool drops = false;
-  for (int32_t l = 0; l < n_layer_; ++l) {
-    const kvstore::SlotRange dead = cache.DeadSlots(l, seq);
-    dead_begin.push_back(dead.begin);
-    dead_end.push_back(dead.end);
-    std::vector<int32_t> live;
-    live.reserve(static_cast<size_t>(slots));
-    for (int64_t p = 0; p < slots; ++p)
-      if (p < dead.begin || p >= dead.end) live.push_back(static_cast<int32_t>(p));
-    const int64_t b = budgets[static_cast<size_t>(l)];
-    const std::vector<float> score = LayerScores(cache, seq, l, live);
-    keep[static_cast<size_t>(l)] = kvpolicy::SelectKept(
-        live, score, b, kvpolicy::FrontKept(policy_), kvpolicy::RecentKept(policy_, b));
-    drops = drops || keep[static_cast<size_t>(l)].size() < live.size();
-  }
+  for (int32_t l = 0; l < n_layer_; ++l)
+    drops = SelectLayer(cache, seq, l, budgets[static_cast<size_t>(l)], &keep, &dead_begin,
+                        &dead_end) ||
+            drops;
   if (!drops) return false;
-  KVF_ASSIGN_OR_RETURN(kvmeta::CompactionPlan plan,
-                       kvmeta::PlanCompaction(slots, std::move(keep), dead_begin, dead_end));
+  KVF_ASSIGN_OR_RETURN(
+      kvmeta::CompactionPlan plan,
+      kvmeta::PlanCompaction(slots, std::move(keep), dead_begin, dead_end, lanes_));
   KVF_ASSIGN_OR_RETURN(bool done,
                        cache.Compact(seq, plan, kvpolicy::RepositionsKeys(policy_.kind)));
   if (!done) return false;
@@ -131,7 +160,8 @@ std::unique_ptr<SeqEviction> MakeSeqEviction(const KvPolicy& policy, int64_t pro
                                              int32_t n_layer, const kvstore::PagedKvCache& cache,
                                              int64_t budget_of) {
   if (!policy.enabled()) return nullptr;
-  return std::make_unique<SeqEviction>(policy, prompt_tokens, n_layer, cache.block_tokens(),
+  return std::make_unique<SeqEviction>(policy, prompt_tokens, n_layer,
+                                       cache.store().config().n_kv_head, cache.block_tokens(),
                                        budget_of);
 }
 
@@ -141,6 +171,12 @@ Status CheckPolicyFitsCache(const KvPolicy& policy, const kvstore::PagedKvCache&
         "kv_policy %s reads block key summaries, which this engine keeps only when its own "
         "kv_policy is quest or nsa",
         KvPolicyName(policy.kind).data()));
+  if (SelectsPerHead(policy)) {
+    Status st = cache.CheckPerHeadCompaction();
+    if (!st.ok())
+      return Status::InvalidArgument(base::StrFormat(
+          "kv heads %s: %s", KvHeadSelectionName(policy.heads).data(), st.message().c_str()));
+  }
   return Status::Ok();
 }
 

@@ -26,8 +26,10 @@ class SeqEviction {
  public:
   // `policy` must be valid and enabled. One-shot methods compress once prompt_tokens are
   // computed; a fractional budget is that fraction of budget_of tokens (-1: of the prompt).
-  SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t n_layer, int32_t block_tokens,
-              int64_t budget_of = -1);
+  // n_kv_head matters for per-head selection (KvPolicy::heads), whose kept sets are per layer and
+  // KV head (lanes).
+  SeqEviction(const KvPolicy& policy, int64_t prompt_tokens, int32_t n_layer, int32_t n_kv_head,
+              int32_t block_tokens, int64_t budget_of = -1);
 
   const KvPolicy& policy() const { return policy_; }
   int64_t budget() const { return budget_; }
@@ -44,20 +46,26 @@ class SeqEviction {
   Result<bool> AfterStep(kvstore::PagedKvCache& cache, int64_t seq, int64_t computed);
 
  private:
-  // Per-layer statistic for each live slot (higher keeps), for SelectKept.
-  std::vector<float> LayerScores(const kvstore::PagedKvCache& cache, int64_t seq, int32_t layer,
-                                 const std::vector<int32_t>& live);
+  // Statistic for each live slot of a lane (higher keeps), for SelectKept: of KV head `head`, or
+  // of all heads of the layer (head < 0).
+  std::vector<float> LaneScores(const kvstore::PagedKvCache& cache, int64_t seq, int32_t layer,
+                                int32_t head, const std::vector<int32_t>& live);
+  // One layer's kept slots per lane, appended to *keep; false when nothing is dropped.
+  bool SelectLayer(const kvstore::PagedKvCache& cache, int64_t seq, int32_t layer, int64_t budget,
+                   std::vector<std::vector<int32_t>>* keep, std::vector<int64_t>* dead_begin,
+                   std::vector<int64_t>* dead_end);
   Result<bool> Compact(kvstore::PagedKvCache& cache, int64_t seq);
 
   KvPolicy policy_;
   int64_t prompt_tokens_ = 0;
   int64_t budget_ = 0;
   int32_t n_layer_ = 0;
+  int32_t lanes_ = 1;  // kept sets per layer: 1, or n_kv_head for per-head selection
   int32_t slack_ = 0;  // continuous methods compact once budget + slack slots are held
   bool one_shot_done_ = false;
   bool compacted_ = false;
   int64_t compactions_ = 0, evicted_tokens_ = 0, peak_slots_ = 0;
-  kvpolicy::SlotScores scores_;    // [layer][slot] observer sums
+  kvpolicy::SlotScores scores_;    // [lane][slot] observer sums
   kvpolicy::SparseDecode sparse_;  // quest / nsa: what a decode step reads (evicts nothing)
   std::mt19937_64 rng_;
 };

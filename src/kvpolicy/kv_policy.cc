@@ -49,6 +49,27 @@ Result<KvPolicyKind> ParseKvPolicyKind(std::string_view name) {
                                                  KvPolicyNames().c_str()));
 }
 
+std::string_view KvHeadSelectionName(KvHeadSelection h) {
+  switch (h) {
+    case KvHeadSelection::kShared:
+      return "shared";
+    case KvHeadSelection::kPerHead:
+      return "per_head";
+    case KvHeadSelection::kAdaptive:
+      return "adaptive";
+  }
+  return "?";
+}
+
+Result<KvHeadSelection> ParseKvHeadSelection(std::string_view name) {
+  for (KvHeadSelection h :
+       {KvHeadSelection::kShared, KvHeadSelection::kPerHead, KvHeadSelection::kAdaptive})
+    if (KvHeadSelectionName(h) == name) return h;
+  return Status::InvalidArgument(
+      base::StrFormat("unknown KV head selection '%.*s' (known: shared, per_head, adaptive)",
+                      static_cast<int>(name.size()), name.data()));
+}
+
 Status ValidateKvPolicy(const KvPolicy& p) {
   if (!p.enabled()) return Status::Ok();
   const std::string_view name = KvPolicyName(p.kind);
@@ -68,6 +89,14 @@ Status ValidateKvPolicy(const KvPolicy& p) {
         base::StrFormat("kv pooling kernel must be odd and in [1, 1023], got %d", p.pool_kernel));
   if (!(p.beta >= 1) || !std::isfinite(p.beta))
     return Status::InvalidArgument(base::StrFormat("pyramidkv beta must be >= 1, got %g", p.beta));
+  if (p.heads != KvHeadSelection::kShared) {
+    const KvPolicyKind k = p.kind;
+    if (k == KvPolicyKind::kStreaming || k == KvPolicyKind::kQuest || k == KvPolicyKind::kNsa)
+      return Status::InvalidArgument(base::StrFormat(
+          "kv heads %s: %.*s keeps the same tokens in every KV head (head selection applies to "
+          "h2o, tova, knorm, snapkv, pyramidkv and random)",
+          KvHeadSelectionName(p.heads).data(), static_cast<int>(name.size()), name.data()));
+  }
   if (p.budget >= 1) {
     const auto budget = static_cast<int64_t>(p.budget);
     if (p.kind == KvPolicyKind::kStreaming && p.sinks >= budget)

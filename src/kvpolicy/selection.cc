@@ -74,6 +74,62 @@ std::vector<int32_t> SelectKept(std::span<const int32_t> live, std::span<const f
   return out;
 }
 
+std::vector<std::vector<int32_t>> SelectKeptAdaptive(std::span<const std::vector<int32_t>> live,
+                                                     std::span<const std::vector<float>> score,
+                                                     int64_t budget, int64_t front, int64_t back,
+                                                     double alpha) {
+  const size_t heads = live.size();
+  int64_t longest = 0;
+  for (const auto& l : live) longest = std::max<int64_t>(longest, static_cast<int64_t>(l.size()));
+  if (longest <= budget) return std::vector<std::vector<int32_t>>(live.begin(), live.end());
+  budget = std::max<int64_t>(budget, 0);
+  front = std::clamp<int64_t>(front, 0, budget);
+  back = std::clamp<int64_t>(back, 0, budget - front);
+  const int64_t want = budget - front - back;  // scored places per head
+  const auto safe = static_cast<int64_t>(std::floor(alpha * static_cast<double>(want)));
+  struct Candidate {
+    float score;
+    int32_t slot;
+    uint32_t head;
+    uint32_t index;  // in live[head]
+  };
+  const auto better = [](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    if (a.slot != b.slot) return a.slot > b.slot;
+    return a.head < b.head;
+  };
+  std::vector<std::vector<char>> keep(heads);
+  std::vector<Candidate> pool;  // middle slots not taken by a head's safeguard
+  int64_t places = static_cast<int64_t>(heads) * want;
+  for (size_t h = 0; h < heads; ++h) {
+    const auto n = static_cast<int64_t>(live[h].size());
+    keep[h].assign(static_cast<size_t>(n), 0);
+    const int64_t f = std::min(front, n), b = std::min(back, n - f);
+    for (int64_t i = 0; i < f; ++i) keep[h][static_cast<size_t>(i)] = 1;
+    for (int64_t i = n - b; i < n; ++i) keep[h][static_cast<size_t>(i)] = 1;
+    std::vector<Candidate> mid;
+    for (int64_t i = f; i < n - b; ++i)
+      mid.push_back({score[h][static_cast<size_t>(i)], live[h][static_cast<size_t>(i)],
+                     static_cast<uint32_t>(h), static_cast<uint32_t>(i)});
+    std::sort(mid.begin(), mid.end(), better);
+    const int64_t guaranteed = std::min<int64_t>(safe, static_cast<int64_t>(mid.size()));
+    for (int64_t i = 0; i < guaranteed; ++i) keep[h][mid[static_cast<size_t>(i)].index] = 1;
+    places -= guaranteed;
+    pool.insert(pool.end(), mid.begin() + guaranteed, mid.end());
+  }
+  const auto k =
+      static_cast<size_t>(std::clamp<int64_t>(places, 0, static_cast<int64_t>(pool.size())));
+  if (k > 0) {
+    std::nth_element(pool.begin(), pool.begin() + static_cast<long>(k - 1), pool.end(), better);
+    for (size_t i = 0; i < k; ++i) keep[pool[i].head][pool[i].index] = 1;
+  }
+  std::vector<std::vector<int32_t>> out(heads);
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t i = 0; i < live[h].size(); ++i)
+      if (keep[h][i]) out[h].push_back(live[h][i]);
+  return out;
+}
+
 std::vector<float> AvgPool1d(std::span<const float> x, int32_t kernel) {
   const auto n = static_cast<int64_t>(x.size());
   const int64_t half = kernel / 2;

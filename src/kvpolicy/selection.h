@@ -36,6 +36,17 @@ int64_t ObservationWindow(const KvPolicy& p);
 std::vector<int32_t> SelectKept(std::span<const int32_t> live, std::span<const float> score,
                                 int64_t budget, int64_t front, int64_t back);
 
+// AdaKV (adaptive per-head budgets) for one layer: live[h] / score[h] are KV head h's live slots
+// and their scores. Every head keeps its first `front` and last `back` live slots and the
+// best-scoring `alpha` of the rest of a per-head budget (the safeguard); the remaining
+// heads x (budget - front - back) places go to the best-scoring (slot, head) pairs of the whole
+// layer (equal scores keep the later slot, then the lower head). Returns each head's kept slots
+// in ascending order; everything when no head holds more than `budget`.
+std::vector<std::vector<int32_t>> SelectKeptAdaptive(std::span<const std::vector<int32_t>> live,
+                                                     std::span<const std::vector<float>> score,
+                                                     int64_t budget, int64_t front, int64_t back,
+                                                     double alpha = 0.2);
+
 // SnapKV's pooling: the mean over a window of `kernel` values centred on each (stride 1, the
 // window cut at the ends and averaged over what is inside).
 std::vector<float> AvgPool1d(std::span<const float> x, int32_t kernel);
@@ -45,7 +56,8 @@ std::vector<float> AvgPool1d(std::span<const float> x, int32_t kernel);
 // the window; one layer keeps the budget.
 std::vector<int64_t> PyramidBudgets(int64_t budget, int64_t window, int32_t n_layer, float beta);
 
-// Per-layer statistic per slot, filled by the forward pass's observer: [n_layer][stride] floats.
+// Per-lane statistic per slot, filled by the forward pass's observer: [n_lanes][stride] floats,
+// a lane being a layer or (per-head selection) one KV head of a layer.
 class SlotScores {
  public:
   // Room for `slots` slots per layer (existing values kept, new ones zero).

@@ -265,4 +265,53 @@ void DecodeRowValues(KvDtype dtype, int64_t head_dim, int64_t v, const uint8_t* 
   }
 }
 
+Result<HeadBytes> HeadByteRanges(KvDtype dtype, int64_t n_heads, int64_t head_dim, int64_t head) {
+  if (n_heads <= 0 || head_dim <= 0 || head < 0 || head >= n_heads)
+    return Status::InvalidArgument(base::StrFormat("head %lld of %lld heads x %lld",
+                                                   (long long)head, (long long)n_heads,
+                                                   (long long)head_dim));
+  HeadBytes h;
+  const auto one = [&](int64_t value_bytes) {
+    h.offset[0] = head * head_dim * value_bytes;
+    h.bytes[0] = head_dim * value_bytes;
+    h.parts = 1;
+  };
+  const auto blocks = [&](int64_t block_bytes) {
+    h.offset[0] = head * head_dim / kBlock * block_bytes;
+    h.bytes[0] = head_dim / kBlock * block_bytes;
+    h.parts = 1;
+  };
+  switch (dtype) {
+    case KvDtype::kF32:
+      one(4);
+      return h;
+    case KvDtype::kF16:
+    case KvDtype::kBf16:
+      one(2);
+      return h;
+    case KvDtype::kFp8E4M3:
+    case KvDtype::kFp8E5M2:
+      one(1);
+      return h;
+    case KvDtype::kInt8:  // codes, then one f16 scale per head
+      one(1);
+      h.offset[1] = n_heads * head_dim + 2 * head;
+      h.bytes[1] = 2;
+      h.parts = 2;
+      return h;
+    case KvDtype::kQ8_0:
+    case KvDtype::kQ4_0:
+      if (head_dim % kBlock == 0) {
+        blocks(dtype == KvDtype::kQ8_0 ? 34 : 18);
+        return h;
+      }
+      break;
+    default:
+      break;
+  }
+  return Status::NotFound(base::StrFormat(
+      "%s rows share bytes between KV heads (head_dim %lld), so heads cannot keep different tokens",
+      std::string(KvDtypeName(dtype)).c_str(), (long long)head_dim));
+}
+
 }  // namespace kvforge::kvquant

@@ -43,8 +43,8 @@ class RowCodec {
   // InvalidArgument for non-positive shapes or a row width that splits a 32-value block.
   // `key`: the row is a K row (kvquant3 sizes K and V rows differently). turbo_qjl: turbo
   // dtypes only, the TurboQuant-prod key format (turbo.h).
-  static Result<RowCodec> Create(KvDtype dtype, int64_t n_heads, int64_t head_dim,
-                                 bool key = false, bool turbo_qjl = false);
+  static Result<RowCodec> Create(KvDtype dtype, int64_t n_heads, int64_t head_dim, bool key = false,
+                                 bool turbo_qjl = false);
 
   KvDtype dtype() const { return dtype_; }
   int64_t n_heads() const { return n_heads_; }
@@ -76,6 +76,17 @@ class RowCodec {
 void DecodeRowValues(KvDtype dtype, int64_t head_dim, int64_t values, const uint8_t* src,
                      int64_t begin, int64_t count, float* out, const float* fp8_scales,
                      bool turbo_qjl = false);
+
+// The bytes of KV head `head` inside an encoded row, so that a head can move between rows
+// without re-encoding (per-KV-head eviction): the head's codes and, for int8, its f16 scale.
+// NotFound for dtypes whose heads share bytes: KIVI (groups over tokens or channels), kvquant3,
+// turbo (one bit stream), and q8_0 / q4_0 when head_dim is not a multiple of 32.
+struct HeadBytes {
+  int64_t offset[2] = {0, 0};
+  int64_t bytes[2] = {0, 0};
+  int parts = 0;
+};
+Result<HeadBytes> HeadByteRanges(KvDtype dtype, int64_t n_heads, int64_t head_dim, int64_t head);
 
 // Stand-alone llama.cpp block quantizers (32 values), used by RowCodec and by tests.
 void QuantizeBlockQ8_0(const float* x, uint8_t* dst /* 34 bytes */);

@@ -34,8 +34,11 @@ class KvAccess {
              int64_t stride) {
     WriteAt(layer, seq, pos0, pos0, n, k, v, stride);
   }
-  // Slots of `layer` that attention must skip (a per-layer budget smaller than the table).
-  virtual SlotRange DeadSlots(int32_t /*layer*/, int64_t /*seq*/) const { return {}; }
+  // Slots of `layer`'s KV head `kv_head` that attention must skip (a per-layer or per-head
+  // budget smaller than the table).
+  virtual SlotRange DeadSlots(int32_t /*layer*/, int64_t /*seq*/, int32_t /*kv_head*/) const {
+    return {};
+  }
   // Per-block key summaries of `layer` for sparse decode (base nullptr: none kept).
   virtual kvpolicy::BlockKeySummaries KeySummaries(int32_t /*layer*/) const { return {}; }
   virtual kernels::KvPageView KeyView(int32_t layer, int64_t seq) const = 0;

@@ -73,7 +73,8 @@ struct PagedKvCacheConfig {
 // What a compacted sequence keeps beside its table (travels with it when it is swapped out).
 struct CompactionState {
   int64_t evicted = 0;
-  std::vector<SlotRange> dead;  // per layer
+  int32_t lanes = 1;            // kept sets per layer: 1, or n_kv_head (per-KV-head selection)
+  std::vector<SlotRange> dead;  // per lane: [layer * lanes + head]
   // kvquant3 pre-RoPE keys whose slots are not their positions: [layer][slot] -> position.
   std::vector<std::vector<int32_t>> positions;
 };
@@ -158,15 +159,19 @@ class PagedKvCache final : public KvAccess {
   // back once its blocks are restored.
   std::optional<CompactionState> ExportCompaction(int64_t seq) const;
   void ImportCompaction(int64_t seq, CompactionState state);
-  // L2 norms of the keys of `slots` (all KV heads of a row together) in `layer` (knorm).
-  void KeyNorms(int64_t seq, int32_t layer, std::span<const int32_t> slots, float* out) const;
-  // Live slots of `seq` in `layer`: the table's slots minus the layer's dead range.
-  int64_t LiveSlots(int32_t layer, int64_t seq) const;
+  // L2 norms of the keys of `slots` in `layer` (knorm): of KV head `kv_head`, or of all heads of
+  // a row together when kv_head < 0.
+  void KeyNorms(int64_t seq, int32_t layer, std::span<const int32_t> slots, float* out,
+                int32_t kv_head = -1) const;
+  // Live slots of `seq` in `layer` (and KV head): the table's slots minus the dead range.
+  int64_t LiveSlots(int32_t layer, int64_t seq, int32_t kv_head = 0) const;
+  // Whether the K and V dtypes let KV heads keep different slots (kvquant::HeadByteRanges).
+  Status CheckPerHeadCompaction() const;
 
   // KvAccess.
   void WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t pos0, int64_t n, const float* k,
                const float* v, int64_t stride) override;
-  SlotRange DeadSlots(int32_t layer, int64_t seq) const override;
+  SlotRange DeadSlots(int32_t layer, int64_t seq, int32_t kv_head) const override;
   kvpolicy::BlockKeySummaries KeySummaries(int32_t layer) const override;
   bool has_key_summaries() const { return !summaries_.empty(); }
   // Recomputes the key summaries of `seq`'s blocks from the cache's rows (after a swap-in, whose
@@ -192,6 +197,10 @@ class PagedKvCache final : public KvAccess {
   void RewriteKeptRows(KvKind kind, int32_t layer, int64_t seq, const kvmeta::CompactionPlan& plan,
                        bool rerotate);
   bool RotatesKeysOnMove(bool reposition) const;
+  // Per-KV-head compaction: moves head `head`'s bytes only.
+  void CopyKeptHeadRows(KvKind kind, int32_t layer, int32_t head, const std::vector<int32_t>& table,
+                        const std::vector<kvmeta::SlotMove>& moves);
+  Status CheckCompactionPlan(int64_t seq, const kvmeta::CompactionPlan& plan, bool reposition);
 
   PagedKvCache(kvmeta::BlockManager mgr, std::unique_ptr<KvStore> store)
       : mgr_(std::move(mgr)), store_(std::move(store)) {}

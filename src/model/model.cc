@@ -328,7 +328,7 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
         a.out_stride = QD;
         a.n_q = task.nq;
         a.slot0 = s.first_slot() + task.q0;
-        const kvstore::SlotRange dead = kv.DeadSlots(static_cast<int32_t>(l), s.kv_seq);
+        const kvstore::SlotRange dead = kv.DeadSlots(static_cast<int32_t>(l), s.kv_seq, task.kvh);
         a.dead_begin = dead.begin;
         a.dead_end = dead.end;
         if (task.observed_row >= 0) {
@@ -353,7 +353,8 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
       if (task.observed_row < 0) continue;
       const auto& s = batch.seqs[task.seq];
       const float* src = ws.observed.data() + task.observed_row * max_kv;
-      float* dst = s.observed + l * s.observed_stride;
+      const int64_t lane = l * s.observed_lanes + (s.observed_lanes > 1 ? task.kvh : 0);
+      float* dst = s.observed + lane * s.observed_stride;
       for (int64_t p = 0; p < s.first_slot() + s.n_tokens; ++p) dst[p] += src[p];
     }
     MatMul(L.wo, ws.attn.data(), n, ws.y.data(), ws, pool);

@@ -40,9 +40,12 @@ struct SeqChunk {
   int64_t slot0 = -1;       // -1: slot0 == pos0 (nothing evicted)
   // The observer a KV policy asked for (nullptr: none, and no cost): the attention weights of the
   // chunk's queries observe_from .. n_tokens - 1, summed over queries and heads, are added per
-  // slot into observed[layer * observed_stride + slot] (observed_stride >= slot0 + n_tokens).
+  // slot into observed[lane * observed_stride + slot] (observed_stride >= slot0 + n_tokens),
+  // lane = layer * observed_lanes + kv head when observed_lanes == n_kv_head (per-head
+  // selection), else lane = layer with all heads summed.
   float* observed = nullptr;
   int64_t observed_stride = 0;
+  int32_t observed_lanes = 1;
   int64_t observe_from = 0;
 
   // Sparse decode (Quest, NSA): a one-token chunk reads only the KV blocks the plan selects

@@ -168,7 +168,8 @@ class Fields {
 };
 
 // "kv_policy": a name ("snapkv", with the budget in "kv_budget") or an object {"name", "budget",
-// "sinks", "window", "pool_kernel", "beta", "seed"}; kvforge's extension, checked like the rest.
+// "sinks", "window", "pool_kernel", "beta", "seed", "heads"}; kvforge's extension, checked like the
+// rest.
 Status ParseKvPolicyField(const Fields& f, std::string* param, SamplingParams* p) {
   const json* v = f.Get("kv_policy");
   if (v == nullptr) {
@@ -190,6 +191,13 @@ Status ParseKvPolicyField(const Fields& f, std::string* param, SamplingParams* p
     KVF_RETURN_IF_ERROR(pf.Int32("window", -1, 1 << 20, &policy.window));
     KVF_RETURN_IF_ERROR(pf.Int32("pool_kernel", 1, 1023, &policy.pool_kernel));
     KVF_RETURN_IF_ERROR(pf.Number("beta", 1, 1e6, false, &policy.beta));
+    std::string heads;
+    KVF_RETURN_IF_ERROR(pf.String("heads", &heads));
+    if (!heads.empty()) {
+      Result<KvHeadSelection> h = ParseKvHeadSelection(heads);
+      if (!h.ok()) return pf.Fail("heads", h.error().message());
+      policy.heads = *h;
+    }
     bool given = false;
     int64_t seed = 0;
     KVF_RETURN_IF_ERROR(pf.Int("seed", 0, std::numeric_limits<int64_t>::max(), &given, &seed));

@@ -204,6 +204,11 @@ assert len(d["tokens"]) == 1000 and d["kv_peak_tokens"] <= 64 and d["kv_evicted_
 PYEOF
 check "run snapkv fraction" 0 "$KVF" run --prompt "Once upon a time, there was a little girl named Lily. She loved to play outside in the park." --temperature 0 --max-tokens 16 --kv-policy snapkv --kv-budget 0.5 --kv-window 8
 contains "snapkv eviction line" "$TMP/err" "KV eviction:"
+check "run snapkv per-head" 0 "$KVF" run --prompt "Once upon a time, there was a little girl named Lily. She loved to play outside in the park." --temperature 0 --max-tokens 16 --kv-policy snapkv --kv-budget 0.5 --kv-window 8 --kv-heads per_head
+check "kv-heads unknown" 2 "$KVF" run --prompt "Once" --max-tokens 2 --kv-policy snapkv --kv-budget 8 --kv-heads sideways
+contains "kv-heads unknown names the choices" "$TMP/err" "per_head"
+check "kv-heads q8_0 spans heads" 1 "$KVF" run --prompt "Once" --max-tokens 2 --kv-policy snapkv --kv-budget 8 --kv-heads adaptive --kv-dtype q8_0
+contains "kv-heads q8_0 message" "$TMP/err" "share bytes between KV heads"
 check "run quest sparse decode" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 200 --ignore-eos --kv-policy quest --kv-budget 48 --json
 contains "quest evicts nothing" "$TMP/out" '"kv_evicted_tokens":0'
 check "run nsa sparse decode" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 200 --ignore-eos --kv-policy nsa --kv-budget 128 --kv-window 32

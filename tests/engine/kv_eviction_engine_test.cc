@@ -12,11 +12,15 @@
 #include <vector>
 
 #include "engine/engine_core.h"
+#include "engine/kv_eviction.h"
 #include "engine/llm_internal.h"
 #include "kvforge/config_names.h"
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
+#include "kvpolicy/selection.h"
+#include "kvstore/kv_test_util.h"
 #include "support/story_prompts.h"
+#include "support/test_paths.h"
 
 namespace kvforge {
 namespace {
@@ -276,6 +280,164 @@ TEST(KvEvictionEngineTest, EvictingRequestsNeverCorruptThePrefixCache) {
       EXPECT_EQ(llm.stats().kv_usage, 0.0);
     }
   }
+}
+
+// Per-KV-head selection through SeqEviction: the observer's lanes are per (layer, KV head), each
+// head keeps its own best slots (per_head: the same count; adaptive: AdaKV's pooled budget), and
+// every head's rows read back at their new slots. K/V values name their token and head.
+TEST(KvEvictionPerHeadTest, EachHeadKeepsItsOwnBestSlots) {
+  constexpr int32_t kLayers = 2, kHeads = 2, kDim = 8, kTokens = 40;
+  for (KvHeadSelection heads : {KvHeadSelection::kPerHead, KvHeadSelection::kAdaptive}) {
+    SCOPED_TRACE(std::string(KvHeadSelectionName(heads)));
+    auto cache = kvstore::testutil::CreateOrFail(kvstore::testutil::SmallCacheConfig(
+        kvquant::KvDtype::kF32, kvquant::KvDtype::kF32, kHeads, kDim, 8, kLayers));
+    ASSERT_NE(cache, nullptr);
+    ASSERT_TRUE(cache->AddSequence(0, kTokens));
+    std::vector<float> rows(static_cast<size_t>(kTokens * kHeads * kDim));
+    for (int32_t l = 0; l < kLayers; ++l) {
+      for (int32_t t = 0; t < kTokens; ++t)
+        for (int32_t h = 0; h < kHeads; ++h)
+          for (int32_t j = 0; j < kDim; ++j)
+            rows[static_cast<size_t>((t * kHeads + h) * kDim + j)] =
+                static_cast<float>(10000 * l + 1000 * h + t);
+      cache->Write(l, 0, 0, kTokens, rows.data(), rows.data(), kHeads * kDim);
+    }
+    KvPolicy policy = Policy(KvPolicyKind::kSnapKV, 12);
+    policy.window = 4;
+    policy.pool_kernel = 1;
+    policy.heads = heads;
+    ASSERT_TRUE(ValidateKvPolicy(policy).ok());
+    ASSERT_TRUE(engine::CheckPolicyFitsCache(policy, *cache).ok());
+    auto evict = engine::MakeSeqEviction(policy, kTokens, kLayers, *cache);
+    ASSERT_NE(evict, nullptr);
+    model::SeqChunk chunk{0, 0, 0, kTokens, false, true};
+    evict->PrepareChunk(*cache, 0, &chunk);
+    ASSERT_NE(chunk.observed, nullptr);
+    ASSERT_EQ(chunk.observed_lanes, kHeads);
+    // What the forward's observer would add: distinct scores per (layer, head, slot).
+    std::mt19937 rng(3);
+    std::vector<std::vector<float>> lane_scores(kLayers * kHeads);
+    for (int32_t lane = 0; lane < kLayers * kHeads; ++lane)
+      for (int32_t p = 0; p < kTokens; ++p) {
+        const float v = static_cast<float>(rng() % 100000) + (lane == 1 ? 200000.0f : 0.0f);
+        chunk.observed[lane * chunk.observed_stride + p] = v;
+        lane_scores[static_cast<size_t>(lane)].push_back(v);
+      }
+    auto done = evict->AfterStep(*cache, 0, kTokens);
+    ASSERT_TRUE(done.ok()) << done.error().ToString();
+    ASSERT_TRUE(*done);
+    std::vector<int32_t> live(kTokens);
+    for (int32_t i = 0; i < kTokens; ++i) live[static_cast<size_t>(i)] = i;
+    for (int32_t l = 0; l < kLayers; ++l) {
+      std::vector<std::vector<int32_t>> lives(kHeads, live), want;
+      std::vector<std::vector<float>> scores(lane_scores.begin() + l * kHeads,
+                                             lane_scores.begin() + (l + 1) * kHeads);
+      if (heads == KvHeadSelection::kAdaptive) {
+        want = kvpolicy::SelectKeptAdaptive(lives, scores, 12, 0, 4);
+      } else {
+        for (int32_t h = 0; h < kHeads; ++h)
+          want.push_back(kvpolicy::SelectKept(live, scores[static_cast<size_t>(h)], 12, 0, 4));
+      }
+      if (heads == KvHeadSelection::kPerHead) {
+        EXPECT_EQ(want[0].size(), 12u);
+        EXPECT_EQ(want[1].size(), 12u);
+        EXPECT_NE(want[0], want[1]);  // the heads' scores differ, so do their sets
+      } else if (l == 0) {
+        EXPECT_GT(want[1].size(), want[0].size());  // layer 0 head 1 scores far higher
+      }
+      for (int32_t h = 0; h < kHeads; ++h) {
+        const kernels::KvPageView view = cache->KeyView(l, 0);
+        const auto& w = want[static_cast<size_t>(h)];
+        EXPECT_EQ(cache->LiveSlots(l, 0, h), static_cast<int64_t>(w.size()));
+        std::vector<float> row(kHeads * kDim);
+        for (size_t i = 0; i < w.size(); ++i) {
+          kernels::DecodeKvRow(view, static_cast<int64_t>(i), row.data());
+          ASSERT_EQ(row[static_cast<size_t>(h * kDim)],
+                    static_cast<float>(10000 * l + 1000 * h + w[i]))
+              << "layer " << l << " head " << h << " slot " << i;
+        }
+      }
+    }
+    EXPECT_TRUE(cache->CheckInvariants().ok());
+  }
+}
+
+// End to end on the GQA TinyStories model (4 KV heads): per_head keeps exactly the budget per
+// head; adaptive bounds the layer's pooled budget; both with every dtype whose heads are stored
+// apart; dtypes whose heads share bytes and policies without scores are refused with a message.
+TEST(KvEvictionPerHeadTest, PerHeadPoliciesRunEndToEndAndReturnEveryBlock) {
+  const Prompts prompts = LongPrompts();
+  for (KvHeadSelection heads : {KvHeadSelection::kPerHead, KvHeadSelection::kAdaptive}) {
+    for (KvPolicyKind k : {KvPolicyKind::kH2O, KvPolicyKind::kSnapKV, KvPolicyKind::kKnorm,
+                           KvPolicyKind::kPyramidKV}) {
+      for (const char* dtype : {"f16", "int8", "fp8_e4m3"}) {
+        SCOPED_TRACE(std::string(KvHeadSelectionName(heads)) + " " + std::string(KvPolicyName(k)) +
+                     " " + dtype);
+        EngineConfig c = Base();
+        ASSERT_TRUE(SetConfigField(&c, "kv_cache_dtype", dtype).ok());
+        c.kv_policy = Policy(k, 48);
+        c.kv_policy.heads = heads;
+        LLM llm(c);
+        ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+        auto outs = llm.generate(prompts, Greedy(60));
+        ASSERT_TRUE(outs.ok()) << outs.error().ToString();
+        for (const auto& o : *outs) {
+          ASSERT_EQ(o.outputs[0].token_ids.size(), 60u);
+          // Adaptive budgets (and PyramidKV's first layer) may let one head keep the whole
+          // prompt: the table, which all heads share, then does not shrink.
+          if (k != KvPolicyKind::kPyramidKV && heads == KvHeadSelection::kPerHead) {
+            EXPECT_GT(o.metrics.kv_evicted_tokens, 0);
+          }
+          if (heads == KvHeadSelection::kPerHead && k == KvPolicyKind::kSnapKV) {
+            // One shot at the end of the prompt: every head keeps 48, so the table is 48.
+            EXPECT_EQ(o.metrics.kv_evicted_tokens, o.metrics.prompt_tokens - 48);
+          }
+        }
+        EXPECT_GT(llm.stats().kv_compactions, 0);
+        EXPECT_EQ(llm.stats().kv_usage, 0.0);
+        EXPECT_TRUE(engine::CoreOf(llm)->cache().CheckInvariants().ok());
+      }
+    }
+  }
+  // head_dim 8: a q8_0 block spans four heads.
+  EngineConfig q8 = Base();
+  ASSERT_TRUE(SetConfigField(&q8, "kv_cache_dtype", "q8_0").ok());
+  q8.kv_policy = Policy(KvPolicyKind::kSnapKV, 48);
+  q8.kv_policy.heads = KvHeadSelection::kPerHead;
+  LLM refused(q8);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("share bytes between KV heads"), std::string::npos)
+      << refused.status().message();
+  LLM plain(Base());
+  ASSERT_TRUE(plain.ok());
+  KvPolicy streaming = Policy(KvPolicyKind::kStreaming, 48);
+  streaming.heads = KvHeadSelection::kPerHead;
+  auto r = plain.generate(Prompts{GoldenPrompts()[0]}, Greedy(4, streaming));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("same tokens in every KV head"), std::string::npos);
+}
+
+// With one KV head (falcon's MQA) a head's set is the layer's: shared, per_head and adaptive
+// give the same tokens.
+TEST(KvEvictionPerHeadTest, OneKvHeadMakesEverySelectionTheSame) {
+  const Prompts prompts = {LongPrompts()[0], LongPrompts()[1]};
+  std::vector<std::vector<std::vector<int32_t>>> runs;
+  for (KvHeadSelection heads :
+       {KvHeadSelection::kShared, KvHeadSelection::kPerHead, KvHeadSelection::kAdaptive}) {
+    EngineConfig c = Base();
+    c.model = kvforge::testing::SharedDir() + "/models/tiny-random-falcon.gguf";
+    c.max_model_len = 256;
+    c.kv_policy = Policy(KvPolicyKind::kH2O, 24);
+    c.kv_policy.heads = heads;
+    LLM llm(c);
+    ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+    auto outs = llm.generate(prompts, Greedy(40));
+    ASSERT_TRUE(outs.ok()) << outs.error().ToString();
+    EXPECT_GT(llm.stats().kv_compactions, 0);
+    runs.push_back(Ids(*outs));
+  }
+  EXPECT_EQ(runs[1], runs[0]);
+  EXPECT_EQ(runs[2], runs[0]);
 }
 
 TEST(KvEvictionEngineTest, BadPoliciesAreRejected) {

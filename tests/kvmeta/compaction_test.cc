@@ -102,6 +102,20 @@ TEST(PlanCompactionTest, RejectsWrongDeadVectorSizes) {
   EXPECT_TRUE(PlanCompaction(4, keep, {2, 2}, {2, 2}).ok());
 }
 
+TEST(PlanCompactionTest, LanesArePerLayerAndHead) {
+  // Two layers of two heads: lane = layer * 2 + head, each with its own list and dead range.
+  const std::vector<int64_t> begin = {0, 3, 0, 0}, end = {0, 6, 0, 0};
+  auto plan = PlanCompaction(8, {{0, 4}, {1, 2, 7}, {5}, {6, 7}}, begin, end, 2);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->lanes_per_layer, 2);
+  EXPECT_EQ(plan->new_slots, 3);
+  EXPECT_EQ(plan->kept(2), 1);
+  EXPECT_EQ(plan->moves[1], (std::vector<SlotMove>{{1, 0}, {2, 1}, {7, 2}}));
+  EXPECT_TRUE(IsInvalid(PlanCompaction(8, {{0}, {1}, {2}}, {}, {}, 2)));  // not whole layers
+  EXPECT_TRUE(IsInvalid(PlanCompaction(8, {{0}, {1}}, {}, {}, 0)));
+  EXPECT_TRUE(IsInvalid(PlanCompaction(8, {{0, 4}, {3}, {5}, {6}}, begin, end, 2)));  // dead
+}
+
 // The property test's model: per layer, the token id each slot holds (-1: dead, never read).
 struct Model {
   int64_t n_slots = 0;

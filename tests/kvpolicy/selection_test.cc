@@ -103,6 +103,140 @@ TEST(SelectKeptTest, MatchesBruteForceOnRandomCases) {
   EXPECT_GT(selected_cases, 1000);  // the generator really exercises eviction
 }
 
+// ---------------------------------------------------------------------------------------------
+// SelectKeptAdaptive (AdaKV)
+
+// Brute force: front/back per head, each head's best floor(alpha * want) middle slots, then the
+// remaining places filled one at a time with the best (score, later slot, lower head) candidate
+// left anywhere in the layer.
+std::vector<std::vector<int32_t>> ReferenceAdaptive(const std::vector<std::vector<int32_t>>& live,
+                                                    const std::vector<std::vector<float>>& score,
+                                                    int64_t budget, int64_t front, int64_t back,
+                                                    double alpha) {
+  size_t longest = 0;
+  for (const auto& l : live) longest = std::max(longest, l.size());
+  if (static_cast<int64_t>(longest) <= budget) return live;
+  budget = std::max<int64_t>(budget, 0);
+  front = std::clamp<int64_t>(front, 0, budget);
+  back = std::clamp<int64_t>(back, 0, budget - front);
+  const int64_t want = budget - front - back;
+  const auto safe = static_cast<int64_t>(std::floor(alpha * static_cast<double>(want)));
+  const size_t heads = live.size();
+  std::vector<std::vector<int>> state(heads);  // 0 candidate, 1 kept, 2 not a candidate
+  int64_t places = static_cast<int64_t>(heads) * want;
+  const auto better = [&](size_t ha, size_t ia, size_t hb, size_t ib) {
+    if (score[ha][ia] != score[hb][ib]) return score[ha][ia] > score[hb][ib];
+    if (live[ha][ia] != live[hb][ib]) return live[ha][ia] > live[hb][ib];
+    return ha < hb;
+  };
+  for (size_t h = 0; h < heads; ++h) {
+    const auto n = static_cast<int64_t>(live[h].size());
+    state[h].assign(live[h].size(), 0);
+    const int64_t f = std::min(front, n), b = std::min(back, n - f);
+    for (int64_t i = 0; i < n; ++i)
+      if (i < f || i >= n - b) state[h][static_cast<size_t>(i)] = 1;
+    for (int64_t g = 0; g < safe; ++g) {  // the head's best remaining candidate, safe times
+      size_t best = SIZE_MAX;
+      for (size_t i = 0; i < live[h].size(); ++i)
+        if (state[h][i] == 0 && (best == SIZE_MAX || better(h, i, h, best))) best = i;
+      if (best == SIZE_MAX) break;
+      state[h][best] = 3;  // kept by the safeguard
+      --places;
+    }
+  }
+  for (; places > 0; --places) {
+    size_t bh = SIZE_MAX, bi = 0;
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t i = 0; i < live[h].size(); ++i)
+        if (state[h][i] == 0 && (bh == SIZE_MAX || better(h, i, bh, bi))) bh = h, bi = i;
+    if (bh == SIZE_MAX) break;
+    state[bh][bi] = 1;
+  }
+  std::vector<std::vector<int32_t>> out(heads);
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t i = 0; i < live[h].size(); ++i)
+      if (state[h][i] == 1 || state[h][i] == 3) out[h].push_back(live[h][i]);
+  return out;
+}
+
+TEST(SelectKeptAdaptiveTest, MatchesBruteForceOnRandomCases) {
+  Rng rng(777);
+  int selected_cases = 0, uneven_cases = 0;
+  for (int c = 0; c < 600; ++c) {
+    const auto heads = static_cast<size_t>(rng.Range(1, 4));
+    std::vector<std::vector<int32_t>> live(heads);
+    std::vector<std::vector<float>> score(heads);
+    const int64_t slots = rng.Range(1, 120);
+    for (size_t h = 0; h < heads; ++h) {
+      const int density = static_cast<int>(rng.Range(30, 100));  // heads may differ in length
+      for (int32_t s = 0; s < slots; ++s)
+        if (rng.Chance(density)) live[h].push_back(s);
+      const int64_t distinct = rng.Range(1, 8);
+      for (size_t i = 0; i < live[h].size(); ++i)
+        score[h].push_back(static_cast<float>(rng.Range(0, distinct - 1)));
+    }
+    const int64_t budget = rng.Range(0, slots + 3);
+    const int64_t front = rng.Chance(50) ? 0 : rng.Range(0, 6);
+    const int64_t back = rng.Range(0, 8);
+    const double alpha = rng.Chance(20) ? 0.0 : rng.Chance(20) ? 1.0 : 0.2;
+    const auto got = SelectKeptAdaptive(live, score, budget, front, back, alpha);
+    const auto want = ReferenceAdaptive(live, score, budget, front, back, alpha);
+    ASSERT_EQ(got, want) << "case " << c << " budget " << budget << " front " << front << " back "
+                         << back << " alpha " << alpha;
+    int64_t kept = 0, longest = 0;
+    bool uneven = false;
+    for (size_t h = 0; h < heads; ++h) {
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(live[h].size()));
+      kept += static_cast<int64_t>(got[h].size());
+      uneven = uneven || got[h].size() != got[0].size();
+      for (size_t i = 1; i < got[h].size(); ++i) ASSERT_LT(got[h][i - 1], got[h][i]);
+    }
+    if (longest > budget) {
+      ++selected_cases;
+      // The layer never keeps more than its pooled budget.
+      ASSERT_LE(kept, static_cast<int64_t>(heads) * std::max<int64_t>(budget, 0)) << "case " << c;
+    }
+    uneven_cases += uneven ? 1 : 0;
+  }
+  EXPECT_GT(selected_cases, 300);
+  EXPECT_GT(uneven_cases, 100);  // heads really get different budgets
+}
+
+TEST(SelectKeptAdaptiveTest, AFullSafeguardIsPerHeadSelection) {
+  Rng rng(5);
+  for (int c = 0; c < 200; ++c) {
+    std::vector<std::vector<int32_t>> live(3);
+    std::vector<std::vector<float>> score(3);
+    for (size_t h = 0; h < 3; ++h)
+      for (int32_t s = 0; s < 50; ++s) {
+        live[h].push_back(s);
+        score[h].push_back(static_cast<float>(rng.Range(0, 9)));
+      }
+    const int64_t budget = rng.Range(5, 45);
+    const auto got = SelectKeptAdaptive(live, score, budget, 2, 3, /*alpha=*/1.0);
+    for (size_t h = 0; h < 3; ++h)
+      ASSERT_EQ(got[h], SelectKept(live[h], score[h], budget, 2, 3)) << "case " << c;
+  }
+}
+
+TEST(SelectKeptAdaptiveTest, AHeadWithHighScoresTakesMorePlaces) {
+  // Head 0's scores are all above head 1's: after head 1's safeguard (2 of 10 scored places)
+  // head 0 takes the rest of the pooled 2 x 10 places.
+  std::vector<std::vector<int32_t>> live(2);
+  std::vector<std::vector<float>> score(2);
+  for (int32_t s = 0; s < 40; ++s) {
+    live[0].push_back(s);
+    live[1].push_back(s);
+    score[0].push_back(100.0f + static_cast<float>(s % 7));
+    score[1].push_back(static_cast<float>(s % 5));
+  }
+  const auto got = SelectKeptAdaptive(live, score, 11, 0, 1, 0.2);
+  EXPECT_EQ(got[0].size(), 1u + 18u);
+  EXPECT_EQ(got[1].size(), 1u + 2u);
+  EXPECT_EQ(got[0].back(), 39);
+  EXPECT_EQ(got[1].back(), 39);
+}
+
 TEST(SelectKeptTest, KeepsAllWhenWithinBudget) {
   const std::vector<int32_t> live = {1, 4, 9};
   const std::vector<float> score = {0, 0, 0};

@@ -42,6 +42,49 @@ float F16Scale(const uint8_t* p) {
   return Fp16ToFp32(h);
 }
 
+// HeadByteRanges: the ranges of different heads are disjoint and cover the row, and a head's
+// bytes depend on that head's values only (re-encoding with another head changed leaves them).
+TEST(RowCodecTest, HeadByteRangesIsolateEachHead) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (KvDtype d : kAll) {
+    for (int64_t dim : {32, 64}) {
+      constexpr int64_t kHeads = 3;
+      Result<HeadBytes> probe = HeadByteRanges(d, kHeads, dim, 0);
+      const bool separable = d != KvDtype::kKivi2 && d != KvDtype::kKivi4 &&
+                             d != KvDtype::kTurbo3 && d != KvDtype::kTurbo4;
+      ASSERT_EQ(probe.ok(), separable) << KvDtypeName(d);
+      if (!separable) continue;
+      const RowCodec c = Make(d, kHeads, dim);
+      std::vector<int> owner(static_cast<size_t>(c.row_bytes()), -1);
+      for (int64_t h = 0; h < kHeads; ++h) {
+        const HeadBytes hb = *HeadByteRanges(d, kHeads, dim, h);
+        for (int part = 0; part < hb.parts; ++part)
+          for (int64_t b = hb.offset[part]; b < hb.offset[part] + hb.bytes[part]; ++b) {
+            ASSERT_LT(b, c.row_bytes());
+            ASSERT_EQ(owner[static_cast<size_t>(b)], -1) << KvDtypeName(d) << " byte " << b;
+            owner[static_cast<size_t>(b)] = static_cast<int>(h);
+          }
+      }
+      for (int o : owner) ASSERT_NE(o, -1) << KvDtypeName(d);
+      std::vector<float> x(static_cast<size_t>(kHeads * dim)), y = x;
+      for (float& v : x) v = nd(rng);
+      y = x;
+      for (int64_t j = 0; j < dim; ++j) y[static_cast<size_t>(dim + j)] = 5 * nd(rng);  // head 1
+      std::vector<uint8_t> ex(static_cast<size_t>(c.row_bytes())), ey(ex.size());
+      c.Encode(x.data(), ex.data());
+      c.Encode(y.data(), ey.data());
+      for (size_t b = 0; b < ex.size(); ++b)
+        if (owner[b] != 1) {
+          ASSERT_EQ(ex[b], ey[b]) << KvDtypeName(d) << " byte " << b;
+        }
+    }
+  }
+  EXPECT_FALSE(HeadByteRanges(KvDtype::kQ8_0, 4, 16, 0).ok());  // a block spans two heads
+  EXPECT_FALSE(HeadByteRanges(KvDtype::kKvQuant3, 2, 64, 0).ok());
+  EXPECT_FALSE(HeadByteRanges(KvDtype::kF16, 2, 64, 2).ok());
+}
+
 TEST(RowCodecTest, RowBytesIncludeScales) {
   EXPECT_EQ(Make(KvDtype::kF32, 8, 128).row_bytes(), 4096);
   EXPECT_EQ(Make(KvDtype::kBf16, 8, 128).row_bytes(), 2048);
@@ -54,8 +97,9 @@ TEST(RowCodecTest, RowBytesIncludeScales) {
   // turbo: codes, then one f16 norm per head; QJL keys: (b-1)-bit codes, d sign bits, 2 norms.
   EXPECT_EQ(Make(KvDtype::kTurbo3, 8, 128).row_bytes(), 384 + 8 * 2);
   EXPECT_EQ(Make(KvDtype::kTurbo4, 8, 128).row_bytes(), 512 + 8 * 2);
-  EXPECT_EQ(RowCodec::Create(KvDtype::kTurbo4, 8, 128, /*key=*/true, /*turbo_qjl=*/true)->row_bytes(),
-            384 + 128 + 8 * 4);
+  EXPECT_EQ(
+      RowCodec::Create(KvDtype::kTurbo4, 8, 128, /*key=*/true, /*turbo_qjl=*/true)->row_bytes(),
+      384 + 128 + 8 * 4);
   EXPECT_EQ(RowCodec::Create(KvDtype::kTurbo3, 1, 3)->row_bytes(), 2 + 2);  // 9 bits -> 2 bytes
   EXPECT_FALSE(RowCodec::Create(KvDtype::kTurbo3, 4, 1).ok());              // d = 1: no density
 }

@@ -91,9 +91,9 @@ TEST(PagedKvCompactionTest, KeptSlotsReadBackAtTheirNewSlotsForEveryDtype) {
     EXPECT_EQ(c->Evicted(0), 40);
     EXPECT_TRUE(c->IsCompacted(0));
     EXPECT_GT(c->num_free_blocks(), free_before);
-    EXPECT_EQ(c->DeadSlots(0, 0).begin, c->DeadSlots(0, 0).end);
-    EXPECT_EQ(c->DeadSlots(1, 0).begin, 20);
-    EXPECT_EQ(c->DeadSlots(1, 0).end, 30);
+    EXPECT_EQ(c->DeadSlots(0, 0, 0).begin, c->DeadSlots(0, 0, 0).end);
+    EXPECT_EQ(c->DeadSlots(1, 0, 0).begin, 20);
+    EXPECT_EQ(c->DeadSlots(1, 0, 0).end, 30);
     EXPECT_EQ(c->LiveSlots(1, 0), 20);
     ASSERT_TRUE(c->CheckInvariants().ok());
     // Row codecs move bytes: exact. KIVI re-forms its groups: the kept tokens land in the f16
@@ -140,6 +140,115 @@ TEST(PagedKvCompactionTest, KeptSlotsReadBackAtTheirNewSlotsForEveryDtype) {
         ASSERT_NEAR(k[j], k_before[0][keep[0][i]][j], 2e-3f * (1 + std::fabs(k[j])));
     }
     ASSERT_TRUE(c->CheckInvariants().ok());
+  }
+}
+
+// Per-KV-head selection (lanes = layer x head): each head's kept slots read back, byte for byte,
+// at their new slots; a head that kept fewer has its own dead tail; a second per-head plan (after
+// a shared one) respects those tails; dtypes whose heads share bytes are refused.
+std::vector<float> HeadOf(const std::vector<float>& row, int32_t h) {
+  return std::vector<float>(row.begin() + h * kDim, row.begin() + (h + 1) * kDim);
+}
+
+TEST(PagedKvCompactionTest, PerHeadPlansMoveEachHeadsOwnSlots) {
+  constexpr int64_t kTokens = 60;
+  constexpr int32_t kLanes = kLayers * kHeads;
+  const KvDtype separable[] = {KvDtype::kF32,  KvDtype::kF16,  KvDtype::kBf16, KvDtype::kFp8E4M3,
+                               KvDtype::kInt8, KvDtype::kQ8_0, KvDtype::kQ4_0};
+  for (KvDtype d : separable) {
+    SCOPED_TRACE(std::string(kvquant::KvDtypeName(d)));
+    auto c = MakeCache(d);
+    ASSERT_TRUE(c->CheckPerHeadCompaction().ok());
+    ASSERT_TRUE(c->AddSequence(0, kTokens));
+    for (int32_t l = 0; l < kLayers; ++l) {
+      const auto k = Random(kTokens, 50 + l), v = Random(kTokens, 60 + l);
+      c->Write(l, 0, 0, kTokens, k.data(), v.data(), kValues);
+    }
+    // A shared plan first (both layers keep the even slots, layer 1 fewer): per-layer dead tails
+    // that the per-head plan then splits per head.
+    std::vector<int32_t> even, fewer;
+    for (int32_t sl = 0; sl < kTokens; sl += 2) even.push_back(sl);
+    fewer.assign(even.begin(), even.begin() + 24);
+    auto shared = kvmeta::PlanCompaction(kTokens, {even, fewer}, {}, {});
+    ASSERT_TRUE(shared.ok());
+    ASSERT_TRUE(*c->Compact(0, *shared, false));
+    const int64_t slots = c->NumTokens(0);
+    ASSERT_EQ(slots, 30);
+    std::vector<std::vector<std::vector<float>>> k_before(kLayers), v_before(kLayers);
+    for (int32_t l = 0; l < kLayers; ++l)
+      for (int64_t p = 0; p < slots; ++p) {
+        k_before[l].push_back(Row(c->KeyView(l, 0), p));
+        v_before[l].push_back(Row(c->ValueView(l, 0), p));
+      }
+    std::mt19937 rng(static_cast<uint32_t>(d) + 9);
+    const int64_t lengths[kLanes] = {20, 9, 14, 17};  // per (layer, head)
+    std::vector<std::vector<int32_t>> keep(kLanes);
+    std::vector<int64_t> dead_begin, dead_end;
+    for (int32_t lane = 0; lane < kLanes; ++lane) {
+      const kvstore::SlotRange dead = c->DeadSlots(lane / kHeads, 0, lane % kHeads);
+      dead_begin.push_back(dead.begin);
+      dead_end.push_back(dead.end);
+      std::vector<int32_t> live;
+      for (int32_t sl = 0; sl < slots; ++sl)
+        if (sl < dead.begin || sl >= dead.end) live.push_back(sl);
+      std::shuffle(live.begin(), live.end(), rng);
+      live.resize(static_cast<size_t>(lengths[lane]));
+      std::sort(live.begin(), live.end());
+      keep[static_cast<size_t>(lane)] = live;
+    }
+    auto plan = kvmeta::PlanCompaction(slots, keep, dead_begin, dead_end, kHeads);
+    ASSERT_TRUE(plan.ok()) << plan.error().message();
+    auto done = c->Compact(0, *plan, false);
+    ASSERT_TRUE(done.ok()) << done.error().message();
+    ASSERT_TRUE(*done);
+    EXPECT_EQ(c->NumTokens(0), 20);
+    for (int32_t l = 0; l < kLayers; ++l)
+      for (int32_t h = 0; h < kHeads; ++h) {
+        const auto& kl = keep[static_cast<size_t>(l * kHeads + h)];
+        const kvstore::SlotRange dead = c->DeadSlots(l, 0, h);
+        if (kl.size() < 20) {
+          EXPECT_EQ(dead.begin, static_cast<int64_t>(kl.size()));
+          EXPECT_EQ(dead.end, 20);
+        } else {
+          EXPECT_EQ(dead.begin, dead.end);
+        }
+        EXPECT_EQ(c->LiveSlots(l, 0, h), static_cast<int64_t>(kl.size()));
+        for (size_t i = 0; i < kl.size(); ++i) {
+          const auto p = static_cast<int64_t>(i);
+          ASSERT_EQ(HeadOf(Row(c->KeyView(l, 0), p), h), HeadOf(k_before[l][kl[i]], h))
+              << "layer " << l << " head " << h << " slot " << i;
+          ASSERT_EQ(HeadOf(Row(c->ValueView(l, 0), p), h), HeadOf(v_before[l][kl[i]], h))
+              << "layer " << l << " head " << h << " slot " << i;
+        }
+      }
+    // A shared plan is refused now that heads hold different slots.
+    std::vector<int32_t> first = {0, 1, 2};
+    auto narrow = kvmeta::PlanCompaction(20, {first, first}, {}, {});
+    ASSERT_TRUE(narrow.ok());
+    EXPECT_FALSE(c->Compact(0, *narrow, false).ok());
+    ASSERT_TRUE(c->CheckInvariants().ok());
+    c->Free(0);
+    EXPECT_EQ(c->num_free_blocks(), c->num_blocks());
+  }
+}
+
+TEST(PagedKvCompactionTest, PerHeadPlansAreRefusedWhereHeadsShareBytes) {
+  for (KvDtype d : {KvDtype::kKivi2, KvDtype::kKvQuant3, KvDtype::kTurbo3}) {
+    SCOPED_TRACE(std::string(kvquant::KvDtypeName(d)));
+    auto c = MakeCache(d);
+    EXPECT_FALSE(c->CheckPerHeadCompaction().ok());
+    ASSERT_TRUE(c->AddSequence(0, 40));
+    for (int32_t l = 0; l < kLayers; ++l) {
+      const auto k = Random(40, 1), v = Random(40, 2);
+      c->Write(l, 0, 0, 40, k.data(), v.data(), kValues);
+    }
+    std::vector<int32_t> a = {0, 5, 9}, b = {1, 2};
+    auto plan = kvmeta::PlanCompaction(40, {a, b, a, b}, {}, {}, kHeads);
+    ASSERT_TRUE(plan.ok());
+    auto done = c->Compact(0, *plan, false);
+    EXPECT_FALSE(done.ok());
+    EXPECT_EQ(c->NumTokens(0), 40);  // nothing changed
+    EXPECT_FALSE(c->IsCompacted(0));
   }
 }
 

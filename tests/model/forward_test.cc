@@ -252,6 +252,49 @@ TEST(ForwardInvarianceTest, BatchOfSequencesMatchesEachAlone) {
   }
 }
 
+// The observer (KV eviction statistics): per KV head lanes sum to the shared per-layer row, and
+// each lane holds one softmax per observing query and query head of its group (weights sum to 1).
+TEST(ForwardObserverTest, PerHeadLanesSumToTheSharedRow) {
+  const std::string path = kvforge::testing::SharedDir() + "/models/stories260K.gguf";
+  auto run = MakeRun(path, 16, false);
+  ASSERT_NE(run, nullptr);
+  const ModelConfig& c = run->model->config();
+  const auto kvh = static_cast<int32_t>(c.n_head_kv);
+  const int64_t layers = c.n_layer, group = c.n_head / c.n_head_kv;
+  ASSERT_GT(kvh, 1) << "the test needs a model with several KV heads";
+  const std::vector<int32_t> tokens = RandomTokens(c.n_vocab, 40, 9);
+  constexpr int64_t kStride = 48, kFrom = 30;
+  std::vector<std::vector<float>> rows;  // [lanes mode][lane * kStride + slot]
+  for (int32_t lanes : {1, kvh}) {
+    run->kv->Free(0);
+    ASSERT_TRUE(run->kv->AddSequence(0, 40));
+    std::vector<float> observed(static_cast<size_t>(layers * lanes * kStride), 0.0f);
+    Batch batch;
+    batch.tokens = tokens;
+    SeqChunk chunk{0, 0, 0, 40, false, true};
+    chunk.observed = observed.data();
+    chunk.observed_stride = kStride;
+    chunk.observed_lanes = lanes;
+    chunk.observe_from = kFrom;
+    batch.seqs.push_back(chunk);
+    std::vector<float> logits;
+    ASSERT_TRUE(run->model->Forward(batch, *run->kv, run->ws, run->pool, &logits).ok());
+    rows.push_back(observed);
+  }
+  for (int64_t l = 0; l < layers; ++l) {
+    for (int64_t h = 0; h < kvh; ++h) {
+      double total = 0;
+      for (int64_t p = 0; p < kStride; ++p) total += rows[1][(l * kvh + h) * kStride + p];
+      EXPECT_NEAR(total, static_cast<double>((40 - kFrom) * group), 1e-3) << l << " " << h;
+    }
+    for (int64_t p = 0; p < kStride; ++p) {
+      float sum = 0;
+      for (int64_t h = 0; h < kvh; ++h) sum += rows[1][(l * kvh + h) * kStride + p];
+      EXPECT_NEAR(sum, rows[0][l * kStride + p], 1e-5f) << "layer " << l << " slot " << p;
+    }
+  }
+}
+
 // The hand-set induction model copies: wherever the bigram ending at position i occurred before,
 // always with the same successor, the greedy prediction is that successor, also across a long
 // stretch of unrelated tokens and with f16 weights and KV.

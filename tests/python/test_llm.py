@@ -275,6 +275,11 @@ def test_kv_policy_per_engine_and_per_request():
         "name": "snapkv", "budget": 0.25, "window": 8, "pool_kernel": 5}))[0]
     assert snap.metrics.kv_evicted_tokens > 0
     assert len(snap.outputs[0].token_ids) == GREEDY["max_tokens"]
+    # Per-KV-head sets: every head keeps the same count, so the same tokens leave the table.
+    per_head = llm.generate([LONG_PROMPT], SamplingParams(**GREEDY, kv_policy={
+        "name": "snapkv", "budget": 0.25, "window": 8, "pool_kernel": 5, "heads": "per_head"}))[0]
+    assert per_head.metrics.kv_evicted_tokens == snap.metrics.kv_evicted_tokens
+    assert len(per_head.outputs[0].token_ids) == GREEDY["max_tokens"]
 
 
 @pytest.mark.parametrize("kwargs, error", [
@@ -285,6 +290,8 @@ def test_kv_policy_per_engine_and_per_request():
     (dict(kv_policy={"name": "snapkv", "budget": 8, "pool_kernel": 4}), ValueError),
     (dict(kv_policy={"name": "h2o", "budget": 8, "colour": 1}), TypeError),
     (dict(kv_policy=3), TypeError),
+    (dict(kv_policy={"name": "snapkv", "budget": 8, "heads": "bogus"}), ValueError),
+    (dict(kv_policy={"name": "streaming", "budget": 8, "heads": "per_head"}), ValueError),
 ])
 def test_bad_kv_policies_raise(kwargs, error):
     with pytest.raises(error):

@@ -87,7 +87,9 @@ TEST_F(ServerTest, KvPolicyPerRequestIsAcceptedOrRejectedWith400) {
       {"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
   for (const json& policy : {json("none"), json{{"name", "snapkv"}, {"budget", 0.25}},
                              json{{"name", "streaming"}, {"budget", 32}, {"sinks", 4}},
-                             json{{"name", "h2o"}, {"budget", 24}, {"window", 8}}}) {
+                             json{{"name", "h2o"}, {"budget", 24}, {"window", 8}},
+                             json{{"name", "snapkv"}, {"budget", 0.25}, {"heads", "per_head"}},
+                             json{{"name", "h2o"}, {"budget", 24}, {"heads", "adaptive"}}}) {
     json req = base;
     req["kv_policy"] = policy;
     Reply r = Post(url(), "/v1/completions", req);
@@ -102,7 +104,10 @@ TEST_F(ServerTest, KvPolicyPerRequestIsAcceptedOrRejectedWith400) {
        {json("bogus"), json(7), json{{"name", "snapkv"}}, json{{"budget", 10}},
         json{{"name", "snapkv"}, {"budget", 0.2}, {"pool_kernel", 4}},
         json{{"name", "streaming"}, {"budget", 3}}, json{{"name", "h2o"}, {"budget", 2.5}},
-        json{{"name", "h2o"}, {"budget", -1}}}) {
+        json{{"name", "h2o"}, {"budget", -1}},
+        json{{"name", "snapkv"}, {"budget", 0.2}, {"heads", "bogus"}},
+        json{{"name", "snapkv"}, {"budget", 0.2}, {"heads", 1}},
+        json{{"name", "streaming"}, {"budget", 32}, {"heads", "per_head"}}}) {
     json req = base;
     req["kv_policy"] = bad;
     Reply r = Post(url(), "/v1/completions", req);

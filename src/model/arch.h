@@ -9,7 +9,7 @@
 
 namespace kvforge::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma, kPhi3, kFalcon };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma, kPhi3, kFalcon, kDeepseek2 };
 enum class NormKind { kRms, kLayer };           // LayerNorm: mean-centred, with a bias
 enum class FfnKind { kSwiGlu, kGeGlu, kGelu };  // gate/up pair, or a single up (Falcon)
 
@@ -27,6 +27,10 @@ struct ArchTraits {
   bool scale_embeddings = false;  // input embeddings x sqrt(n_embd) (gemma)
   bool always_tied = false;       // no output.weight: the output is token_embd (gemma)
   bool rope_factors = false;      // may carry rope_freqs.weight (llama 3.1+)
+  // DeepSeek-V2/V3: multi-head latent attention (one latent KV row per token, absorbed
+  // projections; forward_mla.cc) and Mixture-of-Experts feed-forward after the leading dense
+  // layers (moe.cc).
+  bool mla = false;
   const char* eps_key = "attention.layer_norm_rms_epsilon";
 };
 

@@ -12,5 +12,6 @@ ArchTraits Qwen3Traits();
 ArchTraits GemmaTraits();
 ArchTraits Phi3Traits();
 ArchTraits FalconTraits();
+ArchTraits Deepseek2Traits();
 
 }  // namespace kvforge::model

@@ -4,6 +4,7 @@
 
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
+#include "model/model_config_mla.h"
 #include "tensor/dequant.h"
 
 namespace kvforge::model {
@@ -14,13 +15,17 @@ namespace {
 
 // Metadata that changes the math and that no supported family computes yet: refusing it is
 // better than running a model silently wrong.
-Status RefuseUnsupportedKeys(const gguf::GgufFile& f, const std::string& a) {
+Status RefuseUnsupportedKeys(const gguf::GgufFile& f, const std::string& a, bool mla) {
   static const char* const kUnsupported[] = {
       "attn_logit_softcapping",   "final_logit_softcapping",          "attention.sliding_window",
       "rope.scaling.attn_factor", "rope.scaling.yarn_log_multiplier", "expert_count",
       "attention.kv_lora_rank",
   };
-  for (const char* key : kUnsupported)
+  for (const char* key : kUnsupported) {
+    const std::string k = key;
+    if (mla && (k == "rope.scaling.yarn_log_multiplier" || k == "expert_count" ||
+                k == "attention.kv_lora_rank"))
+      continue;  // read by ReadMlaConfig
     if (const gguf::Value* v = f.Find(a + key)) {
       // A zero soft-cap / window / expert count means "off".
       auto num = f.GetFloatOr(a + key, 0.0);
@@ -28,6 +33,7 @@ Status RefuseUnsupportedKeys(const gguf::GgufFile& f, const std::string& a) {
         return Status::Unimplemented(f.path() + ": metadata key '" + a + key +
                                      "' changes the model's math and is not supported yet");
     }
+  }
   return Status::Ok();
 }
 
@@ -94,7 +100,8 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   KVF_ASSIGN_OR_RETURN(c.head_dim, f.GetIntOr(a + "attention.key_length", default_hd));
   int64_t v_len = 0;
   KVF_ASSIGN_OR_RETURN(v_len, f.GetIntOr(a + "attention.value_length", c.head_dim));
-  if (v_len != c.head_dim) return Status::Unimplemented(f.path() + ": key_length != value_length");
+  if (v_len != c.head_dim && !c.traits->mla)  // MLA: the value is the latent part of the row
+    return Status::Unimplemented(f.path() + ": key_length != value_length");
   if (c.head_dim <= 0 || c.head_dim > 1024 || (c.head_dim % 2) != 0)
     return bad("head dimension must be even and in 2..1024");
   KVF_ASSIGN_OR_RETURN(c.rope_dim, f.GetIntOr(a + "rope.dimension_count", c.head_dim));
@@ -112,6 +119,8 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
     const std::string type(t->str);
     if (type == "linear") {
       KVF_ASSIGN_OR_RETURN(factor, f.GetFloatOr(a + "rope.scaling.factor", 1.0));
+    } else if (type == "yarn" && c.traits->mla) {
+      // ReadMlaConfig turns YaRN into per-pair frequency factors.
     } else if (type != "none") {
       return Status::Unimplemented(f.path() + ": rope scaling type '" + type +
                                    "' is not supported");
@@ -122,8 +131,9 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   if (!(factor > 0)) return bad("rope scaling factor must be > 0");
   c.rope_freq_scale = static_cast<float>(1.0 / factor);
 
-  KVF_RETURN_IF_ERROR(RefuseUnsupportedKeys(f, a));
+  KVF_RETURN_IF_ERROR(RefuseUnsupportedKeys(f, a, c.traits->mla));
   KVF_RETURN_IF_ERROR(ReadRopeFactors(f, &c));
+  if (c.traits->mla) KVF_RETURN_IF_ERROR(ReadMlaConfig(f, a, &c));
 
   const gguf::Value* tokens = f.Find("tokenizer.ggml.tokens");
   const gguf::TensorInfo* emb = f.FindTensor("token_embd.weight");

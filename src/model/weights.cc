@@ -139,6 +139,11 @@ uint64_t LayerBytes(const LayerWeights& L) {
 
 Result<ModelWeights> ModelWeights::Bind(const gguf::GgufFile& f, const ModelConfig& c) {
   const ArchTraits& t = *c.traits;
+  if (t.mla)  // ModelConfig reads the MLA / MoE / YaRN hyper-parameters; the forward is #18's
+    return Status::Unimplemented(
+        f.path() + ": " + c.arch_name +
+        " (multi-head latent attention, Mixture-of-Experts) is recognised and its "
+        "hyper-parameters are read, but its forward pass is not built yet");
   Binder b(f);
   ModelWeights w;
   KVF_ASSIGN_OR_RETURN(w.token_embd, b.M("token_embd.weight", c.n_embd, c.n_vocab));

@@ -3,11 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 #include "model/model.h"
+#include "model/model_config_mla.h"
 #include "support/test_paths.h"
 
 namespace kvforge::model {
@@ -28,6 +30,87 @@ TEST(ModelConfigTest, StoriesHyperParameters) {
   EXPECT_EQ(c->n_ctx_train, 512);
   EXPECT_FALSE(c->rope_neox);
   EXPECT_EQ(c->kv_dim(), 32);
+}
+
+// deepseek2 (issue #18): the MLA, MoE and YaRN hyper-parameters of the three fixtures as their
+// SOURCES.md and llama.cpp's load log state them.
+Result<ModelConfig> ReadConfig(const std::string& model) {
+  auto f = gguf::GgufFile::Open(kvforge::testing::SharedDir() + "/models/" + model);
+  if (!f.ok()) return f.error();
+  return ModelConfig::FromGguf(**f);
+}
+
+TEST(ModelConfigTest, Deepseek2DenseMla) {
+  auto c = ReadConfig("tiny-random-deepseek2.gguf");
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  EXPECT_TRUE(c->traits->mla);
+  EXPECT_FALSE(c->rope_neox);  // adjacent pairs
+  EXPECT_EQ(c->n_head_kv, 1);
+  EXPECT_EQ(c->head_dim, 48);  // the latent row: 32 + 16
+  EXPECT_EQ(c->mla.kv_lora_rank, 32);
+  EXPECT_EQ(c->mla.q_lora_rank, 32);
+  EXPECT_EQ(c->mla.nope_dim, 24);
+  EXPECT_EQ(c->mla.rope_dim, 16);
+  EXPECT_EQ(c->mla.v_head_dim, 24);
+  EXPECT_NEAR(c->mla.attn_scale, 1.0 / std::sqrt(40.0), 1e-7);
+  EXPECT_EQ(c->moe.n_expert, 0);
+  EXPECT_FALSE(c->moe.IsMoeLayer(1));
+  EXPECT_TRUE(c->rope_freq_factors.empty());
+}
+
+TEST(ModelConfigTest, Deepseek2V3StyleMoe) {
+  auto c = ReadConfig("tiny-random-deepseek2-moe.gguf");
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  const MoeConfig& m = c->moe;
+  EXPECT_EQ(m.n_expert, 8);
+  EXPECT_EQ(m.n_expert_used, 2);
+  EXPECT_EQ(m.n_shared, 1);
+  EXPECT_EQ(m.n_ff_expert, 32);
+  EXPECT_EQ(m.leading_dense, 1);
+  EXPECT_EQ(m.gating, ExpertGating::kSigmoid);
+  EXPECT_TRUE(m.weights_norm);
+  EXPECT_FLOAT_EQ(m.weights_scale, 2.5f);
+  EXPECT_EQ(m.n_group, 4);
+  EXPECT_EQ(m.n_group_used, 2);
+  EXPECT_FALSE(m.IsMoeLayer(0));
+  EXPECT_TRUE(m.IsMoeLayer(2));
+}
+
+TEST(ModelConfigTest, Deepseek2LiteYarn) {
+  auto c = ReadConfig("tiny-random-deepseek2-lite.gguf");
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  EXPECT_EQ(c->mla.q_lora_rank, 0);
+  EXPECT_EQ(c->moe.gating, ExpertGating::kSoftmax);
+  EXPECT_EQ(c->moe.n_shared, 2);
+  EXPECT_FALSE(c->moe.weights_norm);
+  // SOURCES.md: pair i turns at theta_i (r_i + (1 - r_i) / 4), r = 1, 2/3, 1/3, 0, 0, ...; the
+  // attention scale is (1 + 0.0707 ln 4)^2 / sqrt(40) = 0.19063.
+  ASSERT_EQ(c->rope_freq_factors.size(), 8u);
+  const double r[8] = {1, 2.0 / 3, 1.0 / 3, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 8; ++i)
+    EXPECT_NEAR(1.0 / c->rope_freq_factors[static_cast<size_t>(i)], r[i] + (1 - r[i]) / 4, 1e-6)
+        << i;
+  EXPECT_FLOAT_EQ(c->rope_freq_scale, 1.0f);
+  EXPECT_NEAR(c->mla.attn_scale, 0.19063, 1e-5);
+}
+
+TEST(ModelConfigTest, YarnFactorsEndpoints) {
+  // No scaling: every factor is 1. A long original context moves the ramp to higher dims.
+  for (float f : YarnFreqFactors(64, 10000.0f, 1.0, 4096)) EXPECT_FLOAT_EQ(f, 1.0f);
+  const std::vector<float> v3 = YarnFreqFactors(64, 10000.0f, 40.0, 4096);
+  EXPECT_FLOAT_EQ(v3.front(), 1.0f);  // the fastest pairs extrapolate
+  EXPECT_FLOAT_EQ(v3.back(), 40.0f);  // the slowest interpolate by the full factor
+  for (size_t i = 1; i < v3.size(); ++i) EXPECT_GE(v3[i], v3[i - 1]);
+}
+
+TEST(ModelConfigTest, Deepseek2LoadsSayWhatIsMissing) {
+  for (const char* m : {"tiny-random-deepseek2.gguf", "tiny-random-deepseek2-moe.gguf"}) {
+    auto model = Model::Load(kvforge::testing::SharedDir() + "/models/" + m);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.error().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(model.error().message().find("forward pass is not built yet"), std::string::npos)
+        << model.error().message();
+  }
 }
 
 TEST(ModelConfigTest, Qwen2UsesNeoxRopeAndBiases) {

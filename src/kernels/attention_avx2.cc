@@ -98,6 +98,7 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
   const int32_t group = a.n_head / a.n_kv_head;
   const int64_t hd = a.head_dim;
   const int64_t hd8 = hd / 8 * 8;
+  const int64_t vd = a.VDim(), vd8 = vd / 8 * 8;
   const int64_t bt = a.k.block_tokens;
   for (int64_t i = 0; i < a.n_q; ++i) {
     const int64_t n_kv = a.slot0 + i + 1;
@@ -137,15 +138,15 @@ void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, f
         ClearDeadWeights(a, scratch + g * n_kv, n_kv);
         ObserveWeights(a, i, scratch + g * n_kv, n_kv);
       }
-      float* o0 = a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;
+      float* o0 = a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * vd;
       const size_t v_off = static_cast<size_t>(kvh) * a.v.head_stride;
       for (int32_t g = 0; g < group; ++g) {
-        float* o = o0 + g * hd;
+        float* o = o0 + g * vd;
         const float* w = scratch + g * n_kv;
-        for (int64_t d0 = 0; d0 < hd8; d0 += 64)
-          AccumulateVChunk(static_cast<int>(std::min<int64_t>(8, (hd8 - d0) / 8)), a.v, v_off, d0,
+        for (int64_t d0 = 0; d0 < vd8; d0 += 64)
+          AccumulateVChunk(static_cast<int>(std::min<int64_t>(8, (vd8 - d0) / 8)), a.v, v_off, d0,
                            n_kv, w, o);
-        for (int64_t d = hd8; d < hd; ++d) {
+        for (int64_t d = vd8; d < vd; ++d) {
           float acc = 0;
           for (int64_t p = 0; p < n_kv; ++p) acc += w[p] * KvAt(a.v.Token(p) + v_off, d, v_f16);
           o[d] = acc;

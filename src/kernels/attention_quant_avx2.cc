@@ -409,7 +409,7 @@ struct BlockCtx {
 void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int64_t i0, int64_t i1,
                     float* tile, std::vector<float>& sbuf, std::vector<float>& rbuf) {
   const int32_t group = a.n_head / a.n_kv_head;
-  const int64_t hd = a.head_dim;
+  const int64_t hd = a.head_dim, vd = a.VDim();
   const int64_t n_max = a.slot0 + i1;  // the longest causal range in the block
   const size_t region = static_cast<size_t>(group * n_max);
   const size_t need = region * static_cast<size_t>(i1 - i0);
@@ -426,7 +426,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
     return a.q + i * a.q_stride + static_cast<int64_t>(kvh) * group * hd;
   };
   auto o_of = [&](int64_t i) {
-    return a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * hd;
+    return a.out + i * a.out_stride + static_cast<int64_t>(kvh) * group * vd;
   };
   auto qrot = [&](int64_t i) { return rbuf.data() + per_q * static_cast<size_t>(i - i0); };
   auto orot = [&](int64_t i) {
@@ -486,7 +486,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
       ObserveWeights(a, i, s + g * n_kv, n_kv);
     }
     float* o0 = o_of(i);
-    for (int32_t g = 0; g < group; ++g) std::fill(o0 + g * hd, o0 + (g + 1) * hd, 0.0f);
+    for (int32_t g = 0; g < group; ++g) std::fill(o0 + g * vd, o0 + (g + 1) * vd, 0.0f);
   }
   // Values.
   if (c.v_tiled || v_rot) {
@@ -520,7 +520,7 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
     } else if (c.v_fused) {
       for (int32_t g = 0; g < group; ++g)
         WithFormat(a.v.dtype, [&]<class F>() {
-          ValuesFused<F>(a.v, kvh, hd, v_paged, s + g * n_kv, o0 + g * hd);
+          ValuesFused<F>(a.v, kvh, vd, v_paged, s + g * n_kv, o0 + g * vd);
         });
     }
     if (v_paged < n_kv) {
@@ -537,10 +537,15 @@ void AttentionBlock(const AttentionArgs& a, const BlockCtx& c, int32_t kvh, int6
 }  // namespace
 
 void AttentionQuantAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end,
-                        float* /*scratch: scores live in a per-thread buffer, one row per query*/) {
+                        float* scratch /*scores live in a per-thread buffer, one row per query;
+                                         the reference fallback uses this one*/) {
   const int64_t hd = a.head_dim;
   // SIMD readers need whole 8-value chunks; other head widths decode tiles (with scalar tails).
   const bool simd = hd % 8 == 0;
+  // A V head narrower than K (MLA latents) is read by the fused readers only.
+  if (a.VDim() != hd && (!simd || a.VDim() % 8 != 0 || !FusedOk(a.v) || a.v.recent != nullptr ||
+                         a.v.turbo != nullptr))
+    return ReferenceTable().attention(a, kvh_begin, kvh_end, scratch);
   BlockCtx c;
   c.simd = simd;
   c.k_fused = simd && FusedOk(a.k);

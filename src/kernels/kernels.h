@@ -116,7 +116,9 @@ struct KvPageView {
 // order, so causality is slot order; a layer kept fewer slots than its sequence's table holds
 // (per-layer budgets) marks the unused ones [dead_begin, dead_end) and they get no weight.
 //   q:   [n_q][n_head][head_dim] (row stride q_stride floats)
-//   out: [n_q][n_head][head_dim] (row stride out_stride floats)
+//   out: [n_q][n_head][v_dim] (row stride out_stride floats)
+// K and V heads may differ in width: v_dim (0: head_dim) values of each V head are read, e.g. the
+// first kv_lora_rank values of an MLA latent row, whose K and V views are the same bytes.
 // Heads are grouped: query head h reads kv head h / (n_head / n_kv_head) (GQA/MQA/MHA).
 // Work is restricted to kv heads [kvh_begin, kvh_end) so callers can split it across threads.
 // `scratch` must hold at least (slot0 + n_q) * (n_head / n_kv_head) floats.
@@ -137,9 +139,11 @@ struct AttentionArgs {
   int32_t n_head = 0;
   int32_t n_kv_head = 0;
   int32_t head_dim = 0;
+  int32_t v_dim = 0;  // 0: head_dim
   float scale = 1.0f;
   KvPageView k;
   KvPageView v;
+  int32_t VDim() const { return v_dim > 0 ? v_dim : head_dim; }
 };
 
 struct KernelTable {

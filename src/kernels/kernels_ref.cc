@@ -338,7 +338,8 @@ void GeluRef(const float* x, const float* up, float* out, int64_t n) {
 
 void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
   const int32_t group = a.n_head / a.n_kv_head;
-  std::vector<float> kv(static_cast<size_t>(a.head_dim));
+  const int32_t vd = a.VDim();
+  std::vector<float> kv(static_cast<size_t>(std::max(a.head_dim, a.v.head_dim)));
   for (int64_t i = 0; i < a.n_q; ++i) {
     const int64_t n_kv = a.slot0 + i + 1;
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
@@ -355,11 +356,11 @@ void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, fl
         internal::MaskDeadSlots(a, s, n_kv);
         Softmax(s, n_kv);
         internal::ObserveWeights(a, i, s, n_kv);
-        float* o = a.out + i * a.out_stride + static_cast<int64_t>(h) * a.head_dim;
-        for (int32_t d = 0; d < a.head_dim; ++d) o[d] = 0;
+        float* o = a.out + i * a.out_stride + static_cast<int64_t>(h) * vd;
+        for (int32_t d = 0; d < vd; ++d) o[d] = 0;
         for (int64_t p = 0; p < n_kv; ++p) {
           internal::DecodeKvHeadRef(a.v, p, kvh, kv.data());
-          for (int32_t d = 0; d < a.head_dim; ++d) o[d] += s[p] * kv[d];
+          for (int32_t d = 0; d < vd; ++d) o[d] += s[p] * kv[d];
         }
       }
     }

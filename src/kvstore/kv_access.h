@@ -26,7 +26,7 @@ class KvAccess {
   // Stores K and V of n tokens at RoPE positions pos0 .. pos0 + n - 1 of sequence `seq` in
   // `layer`, into KV slots slot0 .. slot0 + n - 1 (slots are positions until a policy evicts):
   // k and v hold n rows of n_kv_head x head_dim floats, `stride` floats apart. The slots must
-  // exist.
+  // exist. A latent cache (MLA) stores only k, the latent rows; v is ignored and may be null.
   virtual void WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t pos0, int64_t n,
                        const float* k, const float* v, int64_t stride) = 0;
   // The common case: slot == position.

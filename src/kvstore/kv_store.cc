@@ -20,6 +20,10 @@ KvLayoutConfig StoreLayoutConfig(const KvStoreConfig& cfg) {
   lc.block_tokens = cfg.block_tokens;
   lc.row_align_bytes = cfg.row_align_bytes;
   lc.turbo_qjl = cfg.turbo_qjl;
+  if (cfg.latent()) {
+    lc.mla_kv_lora_rank = cfg.latent_rank;
+    lc.mla_rope_dim = cfg.head_dim - cfg.latent_rank;
+  }
   return lc;
 }
 
@@ -31,9 +35,23 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& cfg) {
     return Status::InvalidArgument("KV store: every dimension must be positive");
   if (cfg.num_blocks > std::numeric_limits<int32_t>::max())
     return Status::InvalidArgument("KV store: too many blocks");
+  if (cfg.latent()) {
+    if (cfg.n_kv_head != 1 || cfg.latent_rank > cfg.head_dim)
+      return Status::InvalidArgument(
+          "KV store: an MLA latent is one head of latent_rank + rope dims values");
+    if (cfg.v_dtype != cfg.k_dtype)
+      return Status::InvalidArgument(
+          "an MLA latent is one stream holding both K and V, so the K and V cache dtypes must be "
+          "the same");
+    if (kvquant::IsTurbo(cfg.k_dtype))
+      return Status::Unimplemented(
+          "turbo rotates a whole head before quantizing, but an MLA latent's value is only its "
+          "first kv_lora_rank values: use f16, bf16, fp8, int8, q8_0 or q4_0 for latents");
+  }
   KVF_ASSIGN_OR_RETURN(KvLayout layout, KvLayout::Create(StoreLayoutConfig(cfg)));
   std::unique_ptr<KvStore> s(new KvStore(cfg, std::move(layout)));
-  for (int k = 0; k < 2; ++k) {
+  s->num_streams_ = static_cast<int>(s->layout_.streams().size());
+  for (int k = 0; k < s->num_streams_; ++k) {
     const KvDtype d = k == 0 ? cfg.k_dtype : cfg.v_dtype;
     if (!kvquant::IsTurbo(d)) continue;
     KVF_ASSIGN_OR_RETURN(s->turbo_[k], kvquant::TurboFor(kvquant::TurboBits(d), cfg.head_dim,
@@ -41,7 +59,7 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& cfg) {
   }
   long double total = 0;
   size_t offset = 0;
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < s->num_streams_; ++k) {
     const KvStream& st = s->layout_.streams()[static_cast<size_t>(k)];
     s->row_tokens_[k] = static_cast<int32_t>(st.row_tokens);
     s->row_stride_[k] = static_cast<size_t>(st.row_stride_bytes);
@@ -62,7 +80,7 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& cfg) {
 }
 
 kernels::KvPageView KvStore::View(KvKind kind, int32_t layer, const int32_t* table) const {
-  const int k = static_cast<int>(kind);
+  const int k = Stream(kind);
   kernels::KvPageView v;
   v.base = Row(kind, layer, 0, 0);
   v.block_table = table;
@@ -82,7 +100,7 @@ kernels::KvPageView KvStore::View(KvKind kind, int32_t layer, const int32_t* tab
 
 void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens) {
   if (src == dst || n_tokens <= 0) return;
-  for (int kind = 0; kind < 2; ++kind) {
+  for (int kind = 0; kind < num_streams_; ++kind) {
     const int32_t rows = (n_tokens + row_tokens_[kind] - 1) / row_tokens_[kind];
     const size_t n = static_cast<size_t>(rows) * row_stride_[kind];
     for (int32_t l = 0; l < cfg_.n_layer; ++l)
@@ -95,7 +113,7 @@ void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens) {
 // describes, so a restore can proceed layer by layer.
 void KvStore::ReadBlock(int32_t block, uint8_t* dst) const {
   for (int32_t l = 0; l < cfg_.n_layer; ++l)
-    for (int kind = 0; kind < 2; ++kind) {
+    for (int kind = 0; kind < num_streams_; ++kind) {
       std::memcpy(dst, Row(static_cast<KvKind>(kind), l, block, 0), piece_bytes_[kind]);
       dst += piece_bytes_[kind];
     }
@@ -103,7 +121,7 @@ void KvStore::ReadBlock(int32_t block, uint8_t* dst) const {
 
 void KvStore::WriteBlock(int32_t block, const uint8_t* src) {
   for (int32_t l = 0; l < cfg_.n_layer; ++l)
-    for (int kind = 0; kind < 2; ++kind) {
+    for (int kind = 0; kind < num_streams_; ++kind) {
       std::memcpy(Row(static_cast<KvKind>(kind), l, block, 0), src, piece_bytes_[kind]);
       src += piece_bytes_[kind];
     }

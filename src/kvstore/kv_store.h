@@ -1,6 +1,7 @@
 // kvstore/kv_store.h — the bytes of the KV cache: a pool of fixed-size blocks, no bookkeeping.
 //
-// Layout (docs/kv_cache.md, docs/kv_quantization.md): K and V of layer l each occupy one region
+// Layout (docs/kv_cache.md, docs/kv_quantization.md): each stream of layer l (K and V, or one MLA
+// latent whose K and V views are the same bytes) occupies one region
 //   [num_blocks][rows_per_block][row_stride]
 // where a row is one token encoded as the stream's dtype (codes then inline scales, see
 // kvquant/row_codec.h), or for KIVI keys one group of 32 tokens (kvquant/kivi.h). Row sizes and
@@ -12,6 +13,7 @@
 // concurrently.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -32,6 +34,11 @@ struct KvStoreConfig {
   KvDtype v_dtype = KvDtype::kF16;
   int64_t row_align_bytes = 64;  // power of two; 1 packs rows
   bool turbo_qjl = false;        // turbo K: TurboQuant-prod (QJL residual sketch), kvquant/turbo.h
+  // MLA (docs/adr/0007): > 0 stores one latent stream per layer instead of K and V. Its rows are
+  // head_dim = latent_rank + rope dims wide (n_kv_head 1); the K and V views are the same bytes,
+  // the value being each row's first latent_rank values. v_dtype must equal k_dtype.
+  int32_t latent_rank = 0;
+  bool latent() const { return latent_rank > 0; }
 };
 
 enum class KvKind { kKey = 0, kValue = 1 };
@@ -47,18 +54,20 @@ class KvStore {
   const KvStoreConfig& config() const { return cfg_; }
   const KvLayout& layout() const { return layout_; }
   KvDtype dtype(KvKind kind) const { return kind == KvKind::kKey ? cfg_.k_dtype : cfg_.v_dtype; }
+  // Streams stored per layer: 2 (K, V), or 1 (an MLA latent, which both kinds address).
+  int num_streams() const { return num_streams_; }
   uint64_t total_bytes() const { return bytes_; }
   // Bytes one block occupies across all layers, K and V (row padding included).
   uint64_t block_bytes_all_layers() const { return static_cast<uint64_t>(layout_.BlockBytes()); }
   // Bytes the store spends per token across all layers, K and V (padding included).
   uint64_t bytes_per_token() const { return block_bytes_all_layers() / cfg_.block_tokens; }
   // Tokens per row of a stream (1, or the KIVI group for KIVI keys) and the row stride.
-  int32_t row_tokens(KvKind kind) const { return row_tokens_[static_cast<int>(kind)]; }
-  size_t row_stride(KvKind kind) const { return row_stride_[static_cast<int>(kind)]; }
+  int32_t row_tokens(KvKind kind) const { return row_tokens_[Stream(kind)]; }
+  size_t row_stride(KvKind kind) const { return row_stride_[Stream(kind)]; }
 
   // Row `row` (0 .. block_tokens / row_tokens - 1) of a block.
   uint8_t* Row(KvKind kind, int32_t layer, int32_t block, int32_t row) const {
-    const int k = static_cast<int>(kind);
+    const int k = Stream(kind);
     return data_ + region_offset_[k] + static_cast<size_t>(layer) * region_bytes_[k] +
            static_cast<size_t>(block) * piece_bytes_[k] + static_cast<size_t>(row) * row_stride_[k];
   }
@@ -72,15 +81,17 @@ class KvStore {
   // Copies the rows covering the first n tokens of block src to block dst in every layer
   // (partial copy-on-write; a partly filled KIVI key group row is copied whole).
   void CopyBlockPrefix(int32_t src, int32_t dst, int32_t n_tokens);
-  // Serialises block `block` ([layer][K, V] order) into block_bytes_all_layers() bytes at dst,
-  // and back: the unit of swapping to host memory (and later of offload tiers).
+  // Serialises block `block` ([layer][K, V] or [layer][latent] order) into block_bytes_all_layers()
+  // bytes at dst, and back: the unit of swapping to host memory (and later of offload tiers).
   void ReadBlock(int32_t block, uint8_t* dst) const;
   void WriteBlock(int32_t block, const uint8_t* src);
 
  private:
   KvStore(const KvStoreConfig& cfg, KvLayout layout) : cfg_(cfg), layout_(std::move(layout)) {}
+  int Stream(KvKind kind) const { return num_streams_ == 1 ? 0 : static_cast<int>(kind); }
   KvStoreConfig cfg_;
   KvLayout layout_;
+  int num_streams_ = 2;
   int32_t row_tokens_[2] = {1, 1};
   size_t row_stride_[2] = {0, 0};
   size_t piece_bytes_[2] = {0, 0};    // one block of one layer: rows_per_block x row_stride

@@ -299,6 +299,8 @@ void PagedKvCache::WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t po
     for (int64_t i = 0; i < n; ++i)
       pos[static_cast<size_t>(slot0 + i)] = static_cast<int32_t>(pos0 + i);
   }
+  // An MLA latent row is its own value (v is ignored and may be null).
+  if (store_->config().latent()) v = k;
   if (!summaries_.empty()) UpdateKeySummaries(layer, t, slot0, n, k, stride);  // post-RoPE keys
   if (fp8_calibrate_ && !scales_.calibrated(layer))
     scales_.Calibrate(layer, k, v, n, store_->config().head_dim, stride);
@@ -316,7 +318,7 @@ void PagedKvCache::WriteAt(int32_t layer, int64_t seq, int64_t slot0, int64_t po
   }
   if (kivi_v_) {
     WriteKiviValues(layer, seq, slot0, n, v, stride);
-  } else {
+  } else if (!store_->config().latent()) {
     WriteRows(KvKind::kValue, layer, t, slot0, n, v, stride);
   }
 }
@@ -483,6 +485,7 @@ kernels::KvPageView PagedKvCache::KeyView(int32_t layer, int64_t seq) const {
 }
 
 kernels::KvPageView PagedKvCache::ValueView(int32_t layer, int64_t seq) const {
+  if (store_->config().latent()) return KeyView(layer, seq);  // the same rows (ADR 0007)
   kernels::KvPageView v = store_->View(KvKind::kValue, layer, Table(seq).data());
   v.scales = scales_.value(layer);
   if (nuq_v_) v.nuq = &nuq_.value(layer);

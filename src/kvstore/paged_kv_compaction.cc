@@ -221,12 +221,13 @@ Result<bool> PagedKvCache::Compact(int64_t seq, const kvmeta::CompactionPlan& pl
     }
   }
   const bool rot = RotatesKeysOnMove(reposition);
+  const bool latent = store_->config().latent();
   const auto& table = Table(seq);
   for (int32_t l = 0; l < n_layer && lanes > 1; ++l)
     for (int32_t h = 0; h < lanes; ++h) {
       const size_t lane = static_cast<size_t>(l * lanes + h);
       CopyKeptHeadRows(KvKind::kKey, l, h, table, plan.moves[lane]);
-      CopyKeptHeadRows(KvKind::kValue, l, h, table, plan.moves[lane]);
+      if (!latent) CopyKeptHeadRows(KvKind::kValue, l, h, table, plan.moves[lane]);
       const int64_t kept = plan.kept(lane);
       c.dead[lane] = kept < plan.new_slots ? SlotRange{kept, plan.new_slots} : SlotRange{};
     }
@@ -239,7 +240,7 @@ Result<bool> PagedKvCache::Compact(int64_t seq, const kvmeta::CompactionPlan& pl
     }
     if (kivi_v_) {
       RewriteKeptRows(KvKind::kValue, l, seq, plan, false);
-    } else {
+    } else if (!latent) {  // a latent's V view is its K rows, moved above
       CopyKeptRows(KvKind::kValue, l, table, plan.moves[li]);
     }
     const int64_t kept = plan.kept(li);

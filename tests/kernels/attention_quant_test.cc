@@ -302,3 +302,77 @@ TEST(AttentionQuantTest, TurboQjlKeysZeroAndOutlierHeads) {
 
 }  // namespace
 }  // namespace kvforge::kernels
+
+namespace kvforge::kernels {
+namespace {
+
+// MLA (ADR 0007): K and V views are the same latent rows, the value being each row's first
+// v_dim values; every table matches the reference over the decoded rows, whose outputs are
+// [n_q][n_head][v_dim]. v_dim 20 takes the SIMD tables' reference fallback.
+TEST(AttentionQuantTest, LatentRowsWithANarrowerValue) {
+  uint32_t seed = 900;
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kFp8E4M3, KvDtype::kInt8,
+                    KvDtype::kQ8_0, KvDtype::kQ4_0})
+    for (int32_t vdim : {64, 32, 20}) {
+      const Shape s{8, 1, 96};  // 64 latent + 32 RoPE dims
+      std::mt19937 rng(seed++);
+      std::normal_distribution<float> nd;
+      const int32_t bt = 16;
+      const int64_t n_q = 3, pos0 = 40, T = pos0 + n_q;
+      std::vector<float> x(static_cast<size_t>(T * s.hd));
+      for (auto& v : x) v = nd(rng);
+      const int64_t n_blocks = (T + bt - 1) / bt;
+      std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+      for (int64_t i = 0; i < n_blocks; ++i)
+        table[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);
+      const Paged p = Build(d, false, s, x, T, bt, INT64_MAX, table);
+      std::vector<float> q(static_cast<size_t>(n_q * s.n_head * s.hd));
+      for (auto& v : q) v = nd(rng);
+      AttentionArgs a;
+      a.q = q.data();
+      a.q_stride = s.n_head * s.hd;
+      a.out_stride = s.n_head * vdim;
+      a.n_q = n_q;
+      a.slot0 = pos0;
+      a.n_head = s.n_head;
+      a.n_kv_head = 1;
+      a.head_dim = s.hd;
+      a.v_dim = vdim;
+      a.scale = 0.1f;
+      const size_t out_n = static_cast<size_t>(n_q * s.n_head * vdim);
+      std::vector<float> want(out_n), got(out_n), scratch(static_cast<size_t>(T * s.n_head));
+      // Plain math over the decoded rows.
+      for (int64_t i = 0; i < n_q; ++i)
+        for (int32_t h = 0; h < s.n_head; ++h) {
+          const float* qh = q.data() + (i * s.n_head + h) * s.hd;
+          const int64_t n_kv = pos0 + i + 1;
+          std::vector<double> w(static_cast<size_t>(n_kv));
+          double mx = -1e300, sum = 0;
+          for (int64_t t = 0; t < n_kv; ++t) {
+            double dot = 0;
+            for (int32_t c = 0; c < s.hd; ++c) dot += qh[c] * p.decoded[t * s.hd + c];
+            w[t] = dot * a.scale;
+            mx = std::max(mx, w[t]);
+          }
+          for (auto& v : w) sum += (v = std::exp(v - mx));
+          for (int32_t c = 0; c < vdim; ++c) {
+            double o = 0;
+            for (int64_t t = 0; t < n_kv; ++t) o += w[t] / sum * p.decoded[t * s.hd + c];
+            want[static_cast<size_t>((i * s.n_head + h) * vdim + c)] = static_cast<float>(o);
+          }
+        }
+      a.k = p.view;
+      a.v = p.view;
+      for (const KernelTable* t : AvailableTables()) {
+        std::fill(got.begin(), got.end(), -7.0f);
+        a.out = got.data();
+        t->attention(a, 0, 1, scratch.data());
+        for (size_t i = 0; i < out_n; ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i])))
+              << t->name << " " << kvquant::KvDtypeName(d) << " v_dim " << vdim << " i " << i;
+      }
+    }
+}
+
+}  // namespace
+}  // namespace kvforge::kernels

@@ -78,9 +78,23 @@ int InfoMain(const Args& args) {
   const char* kind = i.n_head_kv == i.n_head ? "MHA" : (i.n_head_kv == 1 ? "MQA" : "GQA");
   std::printf("attention:      %lld heads, %lld KV heads (%s), head dim %lld\n",
               (long long)i.n_head, (long long)i.n_head_kv, kind, (long long)i.head_dim);
+  if (i.kv_lora_rank > 0)
+    std::printf(
+        "MLA:            latent %lld + RoPE %lld per token per layer (one row for K and V); "
+        "per head q/k %lld + %lld, v %lld; q_lora %lld\n",
+        (long long)i.kv_lora_rank, (long long)i.qk_rope_dim, (long long)i.qk_nope_dim,
+        (long long)i.qk_rope_dim, (long long)i.v_head_dim, (long long)i.q_lora_rank);
+  if (i.n_expert > 0)
+    std::printf(
+        "MoE:            %lld experts x %lld wide, %lld used per token, %lld shared; "
+        "layers 0-%lld dense\n",
+        (long long)i.n_expert, (long long)i.n_ff_expert, (long long)i.n_expert_used,
+        (long long)i.n_expert_shared, (long long)i.leading_dense - 1);
   std::printf("rope:           %lld dims, base %g, freq scale %g, %s%s\n", (long long)i.rope_dim,
               i.rope_freq_base, i.rope_freq_scale, i.rope_neox ? "neox" : "normal",
-              i.rope_freq_factors > 0 ? ", Llama 3 frequency factors (rope_freqs)" : "");
+              i.rope_freq_factors == 0 ? ""
+              : i.kv_lora_rank > 0     ? ", YaRN per-pair frequency factors"
+                                       : ", Llama 3 frequency factors (rope_freqs)");
   std::printf("block:          %s\n", i.block.c_str());
   std::printf("norm eps:       %g;  output: %s\n", i.rms_eps,
               i.tied_output ? "tied to token embedding" : "separate");

@@ -31,6 +31,10 @@ struct ModelInfo {
                               // attention + GELU MLP, fused qkv" (model/arch.h)
   float rms_eps;
   bool tied_output;
+  // MLA (deepseek2; kv_lora_rank 0 otherwise): the latent and per-head widths.
+  int64_t kv_lora_rank = 0, q_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
+  // MoE: routed experts, used per token, shared; layers before leading_dense are dense.
+  int64_t n_expert = 0, n_expert_used = 0, n_expert_shared = 0, n_ff_expert = 0, leading_dense = 0;
   uint64_t n_params;
   uint64_t weight_bytes;
   std::string tokenizer_model;

@@ -143,6 +143,16 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& options) {
   i.rope_neox = c.rope_neox;
   i.rope_freq_factors = static_cast<int64_t>(c.rope_freq_factors.size());
   i.block = model::DescribeBlock(*c.traits);
+  i.kv_lora_rank = c.mla.kv_lora_rank;
+  i.q_lora_rank = c.mla.q_lora_rank;
+  i.qk_nope_dim = c.mla.nope_dim;
+  i.qk_rope_dim = c.mla.rope_dim;
+  i.v_head_dim = c.mla.v_head_dim;
+  i.n_expert = c.moe.n_expert;
+  i.n_expert_used = c.moe.n_expert_used;
+  i.n_expert_shared = c.moe.n_shared;
+  i.n_ff_expert = c.moe.n_ff_expert;
+  i.leading_dense = c.moe.leading_dense;
   i.rms_eps = c.rms_eps;
   i.tied_output = impl->model->weights().tied_output;
   i.n_params = 0;

@@ -48,6 +48,8 @@ Result<kvstore::PagedKvCacheConfig> MakeKvCacheConfig(const model::ModelConfig& 
   s.n_layer = static_cast<int32_t>(mc.n_layer);
   s.n_kv_head = static_cast<int32_t>(mc.n_head_kv);
   s.head_dim = static_cast<int32_t>(mc.head_dim);
+  // MLA: one latent stream (kv_lora_rank + RoPE dims) stands for K and V (ADR 0007).
+  s.latent_rank = static_cast<int32_t>(mc.mla.kv_lora_rank);
   s.k_dtype = base;
   s.v_dtype = base;
   if (choice.kv_cache_dtype_k != KvCacheDtype::kAuto)

@@ -25,15 +25,15 @@ std::string DescribeBlock(const ArchTraits& t) {
   if (t.qkv_bias) s += ", qkv bias";
   if (t.qk_norm) s += ", q/k RMSNorm";
   if (t.scale_embeddings) s += ", embeddings x sqrt(n_embd)";
-  if (t.mla) s += ", multi-head latent attention (absorbed), MoE after the leading dense layers";
+  if (t.mla)
+    s += ", multi-head latent attention (absorbed or naive per step), MoE after the leading dense "
+         "layers";
   return s;
 }
 
 std::string SupportedArchNames() {
   std::string s;
-  for (const ArchTraits& t : kArchs)
-    if (!t.mla)  // deepseek2 is read but cannot run yet (weights.cc)
-      s += (s.empty() ? "" : ", ") + std::string(t.name);
+  for (const ArchTraits& t : kArchs) s += (s.empty() ? "" : ", ") + std::string(t.name);
   return s;
 }
 

@@ -55,9 +55,15 @@ struct SeqChunk {
   int64_t first_slot() const { return slot0 < 0 ? pos0 : slot0; }
 };
 
+// How MLA attention runs (forward_mla.cc): absorbed (W_UK folded into the query, MQA over the
+// latent rows: decode's path), naive (per-head K/V decompressed from the latents, MHA: long
+// prefill chunks), or auto: per sequence chunk, whichever the cost model says does less work.
+enum class MlaAttention { kAuto, kAbsorbed, kNaive };
+
 struct Batch {
   std::vector<int32_t> tokens;
   std::vector<SeqChunk> seqs;
+  MlaAttention mla = MlaAttention::kAuto;
 };
 
 // Scratch buffers reused across steps; grows to the largest batch seen.
@@ -72,9 +78,23 @@ class Workspace {
   std::vector<uint8_t> act;                 // prepared activations
   std::vector<std::vector<float>> scratch;  // per-thread attention scores
   std::vector<float> observed;              // [tasks][slots] observer rows of one layer
+  // MLA (H heads, R latent, P RoPE, N nope, Vh value dims): mla_qf [tokens][H (N + P)] the
+  // query; mla_q [tokens][H (R + P)] the absorbed query; mla_out [tokens][H R] attention over
+  // latents; gather_in / gather_out [tokens][max width] one head's rows; the naive path's
+  // decompressed K [slots][H (N + P)] and V [slots][H Vh] and latents [slots][R + P], [slots][R].
+  std::vector<float> mla_qf, mla_q, mla_out, gather_in, gather_out;
+  std::vector<float> naive_k, naive_v, naive_lat, naive_c;
+  // MoE: router [tokens][experts]; one expert's tokens: moe_x [tokens][n_embd], moe_gate /
+  // moe_up / moe_act [tokens][expert or shared width], moe_y [tokens][n_embd].
+  std::vector<float> moe_logits, moe_x, moe_gate, moe_up, moe_act, moe_y;
   int64_t tokens_capacity = 0;
   int64_t kv_capacity = 0;
 };
+
+// The MLA path with less arithmetic for a chunk of n_q queries over n_kv cached slots: absorbed
+// costs n_q H R (N + Vh) for the projections and n_q n_kv H (2R + P) for attention; naive
+// decompresses n_kv H R (N + Vh) and attends with n_q n_kv H (N + P + Vh).
+MlaAttention ChooseMlaPath(const MlaConfig& m, int64_t n_head, int64_t n_q, int64_t n_kv);
 
 class Model {
  public:
@@ -105,12 +125,29 @@ class Model {
  private:
   Model() = default;
   Status Init();
+  // y[t * y_stride + r] = W row r . x[t * x_stride ..] (strides 0: packed, cols / rows).
   void MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Workspace& ws,
-              kernels::ThreadPool& pool) const;
+              kernels::ThreadPool& pool, int64_t x_stride = 0, int64_t y_stride = 0) const;
   // The block's parts that differ by family (arch.h).
   void ProjectQkv(const LayerWeights& L, int64_t n, Workspace& ws, kernels::ThreadPool& pool) const;
   void FeedForward(const LayerWeights& L, int64_t n, Workspace& ws,
                    kernels::ThreadPool& pool) const;
+  // ws.y = the layer's attention output (projected by wo) for xn; writes the step's KV rows.
+  void AttendLlama(int64_t l, const LayerWeights& L, const Batch& batch,
+                   const std::vector<int64_t>& pos, kvstore::KvAccess& kv, Workspace& ws,
+                   kernels::ThreadPool& pool) const;
+  void AttendMla(int64_t l, const LayerWeights& L, const Batch& batch,
+                 const std::vector<int64_t>& pos, kvstore::KvAccess& kv, Workspace& ws,
+                 kernels::ThreadPool& pool) const;
+  // MLA's two paths over the sequences `seqs` of the batch (forward_mla.cc).
+  void MlaAbsorbed(int64_t l, const LayerWeights& L, const Batch& batch,
+                   const std::vector<size_t>& seqs, kvstore::KvAccess& kv, Workspace& ws,
+                   kernels::ThreadPool& pool) const;
+  void MlaNaive(int64_t l, const LayerWeights& L, const Batch& batch, size_t seq,
+                kvstore::KvAccess& kv, Workspace& ws, kernels::ThreadPool& pool) const;
+  // ws.y = routed experts + shared experts of xn (moe.cc).
+  void MoeFeedForward(const LayerWeights& L, int64_t n, Workspace& ws,
+                      kernels::ThreadPool& pool) const;
 
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;

@@ -86,7 +86,8 @@ TEST_P(FamilyGolden, GreedyIdsFollowLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGolden,
-                         ::testing::Values("llama3", "gemma", "falcon", "qwen3", "phi3"));
+                         ::testing::Values("llama3", "gemma", "falcon", "qwen3", "phi3",
+                                           "deepseek2", "deepseek2-moe", "deepseek2-lite"));
 
 // Writes a copy of `src` with `drop` left out, `extra_tensor` (an f32 vector of 4) and
 // `extra_key` (an f32 value 30) added when non-empty.

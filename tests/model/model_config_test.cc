@@ -103,13 +103,15 @@ TEST(ModelConfigTest, YarnFactorsEndpoints) {
   for (size_t i = 1; i < v3.size(); ++i) EXPECT_GE(v3[i], v3[i - 1]);
 }
 
-TEST(ModelConfigTest, Deepseek2LoadsSayWhatIsMissing) {
-  for (const char* m : {"tiny-random-deepseek2.gguf", "tiny-random-deepseek2-moe.gguf"}) {
+TEST(ModelConfigTest, Deepseek2LoadsEveryForm) {
+  for (const char* m : {"tiny-random-deepseek2.gguf", "tiny-random-deepseek2-moe.gguf",
+                        "tiny-random-deepseek2-lite.gguf"}) {
     auto model = Model::Load(kvforge::testing::SharedDir() + "/models/" + m);
-    ASSERT_FALSE(model.ok());
-    EXPECT_EQ(model.error().code(), StatusCode::kUnimplemented);
-    EXPECT_NE(model.error().message().find("forward pass is not built yet"), std::string::npos)
-        << model.error().message();
+    ASSERT_TRUE(model.ok()) << model.error().ToString();
+    const ModelWeights& w = (*model)->weights();
+    EXPECT_TRUE(w.tied_output) << m;
+    EXPECT_GT(w.layers[0].mla.wk_b.rows, 0) << m;
+    EXPECT_EQ((*model)->config().mla.q_lora_rank > 0, w.layers[0].mla.wq_a.rows > 0) << m;
   }
 }
 

@@ -1,0 +1,124 @@
+#include "model/attention_tasks.h"
+
+#include <algorithm>
+
+#include "kernels/thread_pool.h"
+#include "kvpolicy/sparse_selection.h"
+
+namespace kvforge::model {
+namespace {
+
+// Sparse decode: narrows a one-query attention of KV head `kvh` to the blocks the plan selects,
+// by pointing both views at a gathered table of those blocks (logical order kept, the query's
+// block last) so the kernels run unchanged over fewer slots. Views whose slots must stay where
+// they are (a KIVI residual window, a dead range) and caches without summaries stay dense.
+void GatherSparseBlocks(const kvpolicy::SparseDecode& plan, const kvpolicy::BlockKeySummaries& sums,
+                        int32_t kvh, std::vector<int32_t>* blocks, std::vector<int32_t>* positions,
+                        kernels::AttentionArgs* a) {
+  if (sums.base == nullptr || a->k.recent != nullptr || a->v.recent != nullptr ||
+      a->dead_begin < a->dead_end || a->k.block_tokens != a->v.block_tokens)
+    return;
+  const int32_t bt = a->k.block_tokens;
+  const int64_t n_kv = a->slot0 + 1;
+  const int64_t n_logical = (n_kv + bt - 1) / bt;
+  const int64_t last_tokens = n_kv - (n_logical - 1) * bt;
+  const int32_t group = a->n_head / a->n_kv_head;
+  const float* q = a->q + static_cast<int64_t>(kvh) * group * a->head_dim;
+  const std::vector<int32_t> pick =
+      kvpolicy::SelectDecodeBlocks(plan, q, group, a->head_dim, a->scale, sums, kvh,
+                                   a->k.block_table, n_logical, last_tokens, bt);
+  // (A pick of every block still goes through the gathered table: it then computes exactly what
+  // dense attention does, which the tests rely on.)
+  blocks->clear();
+  for (int32_t b : pick) blocks->push_back(a->k.block_table[b]);
+  const int64_t n_read = static_cast<int64_t>(pick.size() - 1) * bt + last_tokens;
+  if (a->k.rope != nullptr) {  // kvquant3 keys rotate to their slot's position when read
+    positions->clear();
+    for (int32_t b : pick)
+      for (int64_t j = 0; j < (b + 1 == n_logical ? last_tokens : bt); ++j)
+        positions->push_back(
+            static_cast<int32_t>(a->k.PositionOf(static_cast<int64_t>(b) * bt + j)));
+    a->k.positions = positions->data();
+  }
+  a->k.block_table = a->v.block_table = blocks->data();
+  a->slot0 = n_read - 1;
+}
+
+}  // namespace
+
+// Tasks are (sequence, kv head, query chunk) so prefill and MQA still split. A task that observes
+// for a policy gets its own row of ws.observed (no sharing between threads), summed into the
+// sequence's row after the parallel loop.
+void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvAccess& kv,
+                       Workspace& ws, kernels::ThreadPool& pool) {
+  const kernels::KernelTable& kt = kernels::Active();
+  const int32_t l = job.layer;
+  const bool own_views = !job.k_views.empty();
+  struct Task {
+    size_t seq;
+    int32_t kvh;
+    int64_t q0, nq;
+    int64_t observed_row;  // -1: no observer
+  };
+  std::vector<Task> tasks;
+  constexpr int64_t kQChunk = 16;
+  int64_t n_observing = 0, max_kv = 0;
+  std::vector<size_t> seqs = job.seqs;
+  if (seqs.empty())
+    for (size_t si = 0; si < batch.seqs.size(); ++si) seqs.push_back(si);
+  for (size_t si : seqs) {
+    const auto& s = batch.seqs[si];
+    max_kv = std::max(max_kv, s.first_slot() + s.n_tokens);
+    for (int32_t h = 0; h < job.n_kv_head; ++h)
+      for (int64_t q0 = 0; q0 < s.n_tokens; q0 += kQChunk) {
+        const int64_t nq = std::min(kQChunk, s.n_tokens - q0);
+        const bool observes = s.observed != nullptr && q0 + nq > s.observe_from;
+        tasks.push_back({si, h, q0, nq, observes ? n_observing++ : -1});
+      }
+  }
+  if (n_observing > 0) ws.observed.assign(static_cast<size_t>(n_observing * max_kv), 0.0f);
+  pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t b, int64_t e, int th) {
+    for (int64_t ti = b; ti < e; ++ti) {
+      const Task& task = tasks[static_cast<size_t>(ti)];
+      const auto& s = batch.seqs[task.seq];
+      kernels::AttentionArgs a;
+      a.q = job.q + (s.token_begin + task.q0) * job.q_stride;
+      a.q_stride = job.q_stride;
+      a.out = job.out + (s.token_begin + task.q0) * job.out_stride;
+      a.out_stride = job.out_stride;
+      a.n_q = task.nq;
+      a.slot0 = s.first_slot() + task.q0;
+      // Decompressed views (MLA's naive path) have one head per query head over the cache's one.
+      const kvstore::SlotRange dead = kv.DeadSlots(l, s.kv_seq, own_views ? 0 : task.kvh);
+      a.dead_begin = dead.begin;
+      a.dead_end = dead.end;
+      if (task.observed_row >= 0) {
+        a.slot_scores = ws.observed.data() + task.observed_row * max_kv;
+        a.observe_from = s.observe_from - task.q0;
+      }
+      a.n_head = job.n_head;
+      a.n_kv_head = job.n_kv_head;
+      a.head_dim = job.head_dim;
+      a.v_dim = job.v_dim;
+      a.scale = job.scale;
+      a.k = own_views ? job.k_views[task.seq] : kv.KeyView(l, s.kv_seq);
+      a.v = own_views ? job.v_views[task.seq] : kv.ValueView(l, s.kv_seq);
+      // One task, one thread: its gathered block table / positions live until the call ends.
+      thread_local std::vector<int32_t> gathered_blocks, gathered_positions;
+      if (!own_views && s.sparse != nullptr && s.n_tokens == 1 && l >= s.sparse->dense_layers)
+        GatherSparseBlocks(*s.sparse, kv.KeySummaries(l), task.kvh, &gathered_blocks,
+                           &gathered_positions, &a);
+      kt.attention(a, task.kvh, task.kvh + 1, ws.scratch[static_cast<size_t>(th)].data());
+    }
+  });
+  for (const Task& task : tasks) {
+    if (task.observed_row < 0) continue;
+    const auto& s = batch.seqs[task.seq];
+    const float* src = ws.observed.data() + task.observed_row * max_kv;
+    const int64_t lane = l * s.observed_lanes + (s.observed_lanes > 1 ? task.kvh : 0);
+    float* dst = s.observed + lane * s.observed_stride;
+    for (int64_t p = 0; p < s.first_slot() + s.n_tokens; ++p) dst[p] += src[p];
+  }
+}
+
+}  // namespace kvforge::model

@@ -41,13 +41,18 @@ int MakeModelMain(const Args& args) {
   int64_t dim = 64, layers = 2, heads = 4, kv_heads = -1, ffn = 0, seed = 1, ctx = 2048;
   double rope_base = 10000.0;
   bool induction = false;
+  // deepseek2
+  int64_t kv_lora = 0, q_lora = 0, nope = 0, rope = 0, v_head = 0, experts = 0, experts_used = 0,
+          shared = 0, expert_ffn = 0, leading_dense = 1;
+  bool sigmoid = false;
   FlagParser p(
       "make-model",
-      "Writes a valid random-weight GGUF (llama, qwen2, qwen3, gemma, phi3 or falcon) that\n"
+      "Writes a valid random-weight GGUF (llama, qwen2, qwen3, gemma, phi3, falcon or deepseek2)\n"
+      "that "
       "kvforge and other "
       "GGUF engines load. The tokenizer is copied from --vocab-from (default: the embedded "
       "model's).");
-  p.AddString("arch", &arch, "llama | qwen2 | qwen3 | gemma | phi3 | falcon");
+  p.AddString("arch", &arch, "llama | qwen2 | qwen3 | gemma | phi3 | falcon | deepseek2");
   p.AddInt("dim", &dim, "embedding width");
   p.AddInt("layers", &layers, "transformer blocks");
   p.AddInt("heads", &heads, "attention heads");
@@ -65,6 +70,19 @@ int MakeModelMain(const Args& args) {
             "write the hand-set induction-head model instead (copies the token after the last "
             "occurrence of the current bigram; solves eval passkey with the full KV; takes "
             "--ctx, --dtype, --seed, --vocab-from)");
+  p.AddInt("kv-lora-rank", &kv_lora, "deepseek2: MLA latent width (default: dim / 4)");
+  p.AddInt("q-lora-rank", &q_lora, "deepseek2: query compression width (0: plain attn_q)");
+  p.AddInt("qk-nope-dim", &nope, "deepseek2: per-head q/k dims without RoPE (default: dim/heads)");
+  p.AddInt("qk-rope-dim", &rope, "deepseek2: decoupled RoPE dims (default: nope / 2)");
+  p.AddInt("v-head-dim", &v_head, "deepseek2: per-head value width (default: nope)");
+  p.AddInt("experts", &experts, "deepseek2: routed experts (0: dense FFN everywhere)");
+  p.AddInt("experts-used", &experts_used, "deepseek2: experts per token (default: min(6, n))");
+  p.AddInt("shared-experts", &shared, "deepseek2: shared experts");
+  p.AddInt("expert-ffn", &expert_ffn, "deepseek2: width of one expert (default: ffn / 4)");
+  p.AddInt("leading-dense", &leading_dense, "deepseek2: dense layers before the MoE ones");
+  p.AddBool("sigmoid-gating", &sigmoid,
+            "deepseek2: V3 routing (sigmoid, exp_probs_b bias, normalised, x2.5) instead of "
+            "V2's softmax");
   p.AddString("out", &out, "output path");
   p.Require("out");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
@@ -106,6 +124,18 @@ int MakeModelMain(const Args& args) {
   spec.rope_base = static_cast<float>(rope_base);
   spec.dtype = *dtype;
   spec.seed = static_cast<uint64_t>(seed);
+  spec.kv_lora_rank = kv_lora;
+  spec.q_lora_rank = q_lora;
+  spec.qk_nope_dim = nope;
+  spec.qk_rope_dim = rope;
+  spec.v_head_dim = v_head;
+  spec.experts = experts;
+  spec.experts_used = experts_used;
+  spec.shared_experts = shared;
+  spec.expert_ffn = expert_ffn;
+  spec.leading_dense = leading_dense;
+  spec.sigmoid_gating = sigmoid;
+  if (arch == "deepseek2") kv_heads = 1;
   if (kv_heads < 0) kv_heads = heads;
   if (ffn == 0) ffn = (dim * 8 / 3 + 31) / 32 * 32;
   auto vf = OpenModelFile(vocab_from);

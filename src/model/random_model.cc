@@ -8,41 +8,12 @@
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
-#include "tensor/quantize.h"
+#include "model/random_tensor_maker.h"
 
 namespace kvforge::model {
-namespace {
-
-struct Maker {
-  std::mt19937_64 rng;
-  gguf::GgufWriter* w;
-
-  Status Matrix(const std::string& name, int64_t cols, int64_t rows, float std, tensor::DType t) {
-    std::normal_distribution<float> nd(0.0f, std);
-    std::vector<float> row(static_cast<size_t>(cols));
-    const uint64_t rb = *tensor::RowBytes(t, static_cast<uint64_t>(cols));
-    std::vector<uint8_t> data(static_cast<size_t>(rb * static_cast<uint64_t>(rows)));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& x : row) x = nd(rng);
-      KVF_RETURN_IF_ERROR(tensor::QuantizeRow(t, row.data(), data.data() + r * rb, cols));
-    }
-    return w->AddTensor(name, t, {cols, rows}, std::move(data));
-  }
-  Status Vector(const std::string& name, int64_t n, float value, float jitter) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<uint8_t> data(static_cast<size_t>(n) * 4);
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = value + (jitter > 0 ? jitter * nd(rng) : 0.0f);
-      std::memcpy(data.data() + 4 * i, &v, 4);
-    }
-    return w->AddTensor(name, tensor::DType::kF32, {n}, std::move(data));
-  }
-};
-
-}  // namespace
-
 Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
                         const std::string& path) {
+  if (in.arch == "deepseek2") return WriteRandomDeepseek2(in, vocab, path);
   RandomModelSpec s = in;
   if (s.kv_heads <= 0) s.kv_heads = s.heads;
   if (s.ffn == 0) s.ffn = (s.dim * 8 / 3 + 31) / 32 * 32;
@@ -50,7 +21,7 @@ Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
   const bool qwen3 = s.arch == "qwen3", gemma = s.arch == "gemma", phi3 = s.arch == "phi3",
              falcon = s.arch == "falcon", qwen2 = s.arch == "qwen2";
   if (s.arch != "llama" && !qwen2 && !qwen3 && !gemma && !phi3 && !falcon)
-    return bad("arch must be llama, qwen2, qwen3, gemma, phi3 or falcon");
+    return bad("arch must be llama, qwen2, qwen3, gemma, phi3, falcon or deepseek2");
   const tensor::DType t = s.dtype;
   if (!tensor::CanQuantize(t) || !tensor::IsComputeSupported(t))
     return bad(
@@ -98,7 +69,7 @@ Status WriteRandomModel(const RandomModelSpec& in, const gguf::GgufFile& vocab,
   for (const auto& key : vocab.keys())
     if (key.rfind("tokenizer.", 0) == 0) w.CopyValue(key, *vocab.Find(key));
 
-  Maker m{std::mt19937_64(s.seed), &w};
+  RandomTensors m{std::mt19937_64(s.seed), &w};
   const float s_in = 1.0f / std::sqrt(static_cast<float>(s.dim));
   const float s_ff = 1.0f / std::sqrt(static_cast<float>(s.ffn));
   const float s_res = 1.0f / std::sqrt(2.0f * static_cast<float>(s.layers));

@@ -256,5 +256,33 @@ check "passkey bad policy" 2 "$KVF" eval passkey --model "$TMP/ind.gguf" --kv-po
 check "calc turbo3" 0 "$KVF" calc --preset llama-3-8b --seq-len 1024 --kv-dtype turbo3
 contains "calc turbo3 bits" "$TMP/out" "3.125 bits per stored value"
 
+# deepseek2 (MLA + MoE): the survey's DeepSeek-V3 figures, calc equal to what the engine allocates,
+# make-model in its forms, and the latent dtypes refused with a message.
+check "calc deepseek-v3" 0 "$KVF" calc --preset deepseek-v3 --seq-len 4096
+contains "calc deepseek-v3 per layer" "$TMP/out" "61 layers x 1152 bytes (latent 512 + 64 = 576 values)"
+contains "calc deepseek-v3 ratio" "$TMP/out" "56.9x less"
+contains "calc deepseek-v3 4K" "$TMP/out" "(287834112 bytes)"
+check "calc deepseek-v3 128K" 0 "$KVF" calc --preset deepseek-v3 --seq-len 131072
+contains "calc deepseek-v3 128K total" "$TMP/out" "8.57812 GiB"
+check "calc deepseek-v3 1M" 0 "$KVF" calc --preset deepseek-v3 --seq-len 1048576
+contains "calc deepseek-v3 1M total" "$TMP/out" "68.625 GiB"
+DS="$SHARED/models/tiny-random-deepseek2-moe.gguf"
+check "calc deepseek2 model" 0 "$KVF" calc --model "$DS" --seq-len 1024
+contains "calc deepseek2 paged" "$TMP/out" "64 blocks/seq of 16 tokens x 6144 bytes (1536 bytes row padding) = 0.000366211 GiB = 0.375 MiB (393216 bytes)"
+check "run deepseek2" 0 "$KVF" run --model "$DS" --prompt "Once upon a time" --max-tokens 8 --temperature 0 --ctx 1024
+contains "engine allocates what calc says" "$TMP/err" "288 B/token incl. scales"
+contains "engine allocates what calc says (bytes)" "$TMP/err" "64 blocks x 16 tokens = 1024 tokens, 384 KiB (393216 bytes)"
+check "run deepseek2 kivi" 1 "$KVF" run --model "$DS" --prompt "Once" --max-tokens 2 --kv-dtype kivi4
+contains "deepseek2 kivi refused" "$TMP/err" "KIVI is defined for separate K and V heads, not for an MLA latent"
+check "run deepseek2 turbo" 1 "$KVF" run --model "$DS" --prompt "Once" --max-tokens 2 --kv-dtype turbo3
+contains "deepseek2 turbo refused" "$TMP/err" "an MLA latent's value is only its first kv_lora_rank values"
+for form in "--q-lora-rank 0" "--q-lora-rank 64 --experts 8 --experts-used 2 --shared-experts 1 --sigmoid-gating"; do
+  # shellcheck disable=SC2086
+  check "make-model deepseek2 $form" 0 "$KVF" make-model --arch deepseek2 --dim 128 --layers 2 --heads 4 --kv-lora-rank 64 --qk-rope-dim 32 $form --dtype q8_0 --out "$TMP/ds.gguf"
+  check "run made deepseek2 $form" 0 "$KVF" run --model "$TMP/ds.gguf" --prompt "Once" --max-tokens 4 --kv-dtype q8_0
+done
+check "make-model deepseek2 bad rope" 2 "$KVF" make-model --arch deepseek2 --qk-rope-dim 3 --out "$TMP/ds.gguf"
+contains "make-model deepseek2 bad rope message" "$TMP/err" "RoPE width even"
+
 echo "$pass passed, $fail failed"
 [[ "$fail" == 0 ]]

@@ -16,6 +16,7 @@
 #include "kvstore/paged_kv_cache.h"
 #include "model/model.h"
 #include "model/moe_routing.h"
+#include "model/random_model.h"
 #include "support/reference_deepseek2.h"
 #include "support/test_paths.h"
 
@@ -306,6 +307,66 @@ TEST(MoeRouting, PropertiesOnRandomLogits) {
                           m.weights_scale;
       ASSERT_NEAR(w[i], want, 1e-5) << "round " << round;
     }
+  }
+}
+
+}  // namespace
+}  // namespace kvforge::model
+
+namespace kvforge::model {
+namespace {
+
+// make-model --arch deepseek2 in its forms (q-lora on / off, dense / MoE with V2 or V3 routing,
+// float and quantized weights) loads and matches the oracle; quantized weights (experts included)
+// run through both paths alike.
+TEST(MlaRandomModels, EveryFormMatchesTheOracle) {
+  auto vocab = gguf::GgufFile::Open(kvforge::testing::SharedDir() + "/models/stories260K.gguf");
+  ASSERT_TRUE(vocab.ok());
+  struct Form {
+    const char* name;
+    int64_t q_lora, experts;
+    bool sigmoid;
+    tensor::DType dtype;
+    double tol;  // vs the oracle
+  };
+  for (const Form& f : {Form{"lite-dense", 0, 0, false, tensor::DType::kF32, 2e-5},
+                        Form{"qlora-dense", 32, 0, false, tensor::DType::kF16, 2e-5},
+                        Form{"v2-moe", 0, 8, false, tensor::DType::kF32, 2e-5},
+                        Form{"v3-moe", 32, 8, true, tensor::DType::kF32, 2e-5},
+                        Form{"v3-moe-q8_0", 32, 8, true, tensor::DType::kQ8_0, 0.05}}) {
+    RandomModelSpec s;
+    s.arch = "deepseek2";
+    s.dim = 128;
+    s.layers = 3;
+    s.heads = 4;
+    s.kv_lora_rank = 64;
+    s.qk_rope_dim = 32;
+    s.q_lora_rank = f.q_lora;
+    s.experts = f.experts;
+    s.experts_used = 2;
+    s.shared_experts = 1;
+    s.expert_ffn = 64;
+    s.sigmoid_gating = f.sigmoid;
+    s.dtype = f.dtype;
+    const std::string path =
+        (std::filesystem::temp_directory_path() / (std::string("kvf_ds_") + f.name + ".gguf"))
+            .string();
+    ASSERT_TRUE(WriteRandomModel(s, **vocab, path).ok()) << f.name;
+    auto run = MakeRun(path);
+    ASSERT_NE(run, nullptr) << f.name;
+    auto oracle = kvforge::testing::ReferenceDeepseek2::Load(path);
+    ASSERT_TRUE(oracle.ok()) << oracle.error().ToString();
+    const auto tokens = RandomTokens(24, 12);
+    const auto want = (*oracle)->Logits(tokens);
+    const auto absorbed = Logits(*run, tokens, 5, MlaAttention::kAbsorbed);
+    const auto naive = Logits(*run, tokens, 24, MlaAttention::kNaive);
+    EXPECT_LT(MaxRelError(absorbed, want), f.tol) << f.name;
+    EXPECT_LT(MaxRelError(naive, want), f.tol) << f.name;
+    std::vector<std::vector<double>> naive_rows(24);
+    const size_t V = want[0].size();
+    for (size_t i = 0; i < 24; ++i)
+      naive_rows[i].assign(naive.begin() + i * V, naive.begin() + (i + 1) * V);
+    EXPECT_LT(MaxRelError(absorbed, naive_rows), std::max(2e-5, f.tol)) << f.name;
   }
 }
 

@@ -281,6 +281,32 @@ for form in "--q-lora-rank 0" "--q-lora-rank 64 --experts 8 --experts-used 2 --s
   check "make-model deepseek2 $form" 0 "$KVF" make-model --arch deepseek2 --dim 128 --layers 2 --heads 4 --kv-lora-rank 64 --qk-rope-dim 32 $form --dtype q8_0 --out "$TMP/ds.gguf"
   check "run made deepseek2 $form" 0 "$KVF" run --model "$TMP/ds.gguf" --prompt "Once" --max-tokens 4 --kv-dtype q8_0
 done
+# A real `kvforge serve` process on the MoE model, over HTTP: the completion is `run`'s greedy text.
+check "run deepseek2 greedy" 0 "$KVF" run --model "$DS" --prompt "Once upon a time" --max-tokens 12 --temperature 0
+RUN_TEXT="$(cat "$TMP/out")"
+"$KVF" serve --model "$DS" --port 0 >"$TMP/serve.out" 2>"$TMP/serve.err" &
+SERVE_PID=$!
+URL=""
+for _ in $(seq 1 200); do  # at most 20 s for the listening line
+  URL="$(grep -o 'http://127.0.0.1:[0-9]*' "$TMP/serve.err" | head -1)"
+  [[ -n "$URL" ]] && break
+  sleep 0.1
+done
+if [[ -z "$URL" ]]; then
+  fail=$((fail + 1)); echo "FAIL: deepseek2 serve did not start"; head -c 600 "$TMP/serve.err"
+else
+  check "deepseek2 serve completion" 0 curl -sf --max-time 60 "$URL/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Once upon a time","max_tokens":12,"temperature":0}'
+  GOT="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"], end="")' "$TMP/out")"
+  if [[ "Once upon a time$GOT" == "$RUN_TEXT" ]]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: deepseek2 serve text '$GOT' is not run's '$RUN_TEXT'"; fi
+  check "deepseek2 serve bad kv policy" 22 curl -sf --max-time 60 "$URL/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Once","max_tokens":2,"kv_policy":{"name":"h2o","budget":0}}'
+  check "deepseek2 serve h2o" 0 curl -sf --max-time 60 "$URL/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Once upon a time there was","max_tokens":8,"kv_policy":{"name":"h2o","budget":4,"window":2}}'
+fi
+kill "$SERVE_PID" 2>/dev/null
+wait "$SERVE_PID" 2>/dev/null
 check "make-model deepseek2 bad rope" 2 "$KVF" make-model --arch deepseek2 --qk-rope-dim 3 --out "$TMP/ds.gguf"
 contains "make-model deepseek2 bad rope message" "$TMP/err" "RoPE width even"
 

@@ -12,6 +12,8 @@
 
 #include "kvforge/config_names.h"
 #include "kvforge/engine.h"
+#include "kvforge/kv_policy.h"
+#include "kvforge/llm.h"
 #include "support/reference_deepseek2.h"
 #include "support/test_paths.h"
 
@@ -126,6 +128,103 @@ TEST(Deepseek2KvDtypes, LatentDtypesRunAndTheRestAreRefusedWithAMessage) {
     ASSERT_FALSE(e.ok()) << t.dtype;
     EXPECT_NE(e.error().message().find(t.says), std::string::npos)
         << t.dtype << ": " << e.error().message();
+  }
+}
+
+// The batched engine on the MoE fixture: every scheduling variant (continuous and static
+// batching, chunked prefill, preemption by recompute and by swap, hash and radix prefix caching)
+// gives llama.cpp's 32 greedy ids for all six prompts together, returns every block, and n = 3
+// greedy completions share the prompt and agree.
+TEST(Deepseek2Batched, EverySchedulingVariantFollowsLlamaCpp) {
+  const auto ref = nlohmann::json::parse(kvforge::testing::ReadFileOrDie(
+      Shared("reference/tiny-random-deepseek2-moe-greedy.json")));
+  std::vector<std::vector<int32_t>> prompts, want;
+  for (const auto& c : ref["cases"]) {
+    prompts.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
+    want.push_back(c["gen_ids"].get<std::vector<int32_t>>());
+  }
+  EngineConfig base;
+  base.model = Shared("models/tiny-random-deepseek2-moe.gguf");
+  base.max_model_len = 256;
+  base.kv_f16 = false;
+  struct Variant {
+    std::string name;
+    EngineConfig cfg;
+  };
+  std::vector<Variant> variants;
+  variants.push_back({"continuous", base});
+  EngineConfig c = base;
+  c.max_num_batched_tokens = 7;
+  variants.push_back({"chunked prefill", c});
+  c = base;
+  // 8 blocks of 16 latent rows (3 layers x 48 f32 values, padded to 256 B): 6 sequences of ~45
+  // tokens cannot all fit.
+  c.kv_cache_memory_bytes = 8 * 16 * 3 * 256;
+  variants.push_back({"preemption by recompute", c});
+  c.preemption_mode = PreemptionMode::kSwap;
+  variants.push_back({"preemption by swap", c});
+  c = base;
+  c.prefix_cache_mode = PrefixCacheMode::kRadix;
+  variants.push_back({"radix prefix cache", c});
+  c = base;
+  c.batching = BatchingMode::kStatic;
+  variants.push_back({"static batching", c});
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 32;
+  p.ignore_eos = true;
+  for (const auto& v : variants) {
+    LLM llm(v.cfg);
+    ASSERT_TRUE(llm.ok()) << v.name << ": " << llm.status().ToString();
+    for (int round = 0; round < 2; ++round) {  // the second round hits the prefix cache
+      auto outs = llm.generate(prompts, p);
+      ASSERT_TRUE(outs.ok()) << v.name << ": " << outs.error().ToString();
+      int64_t preempted = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ((*outs)[i].outputs.at(0).token_ids, want[i]) << v.name << " prompt " << i;
+        preempted += (*outs)[i].metrics.num_preemptions;
+      }
+      if (v.name.rfind("preemption", 0) == 0 && round == 0) {
+        EXPECT_GT(preempted, 0) << v.name;
+      }
+    }
+    EXPECT_EQ(llm.stats().kv_usage, 0.0) << v.name;
+  }
+  LLM llm(base);
+  SamplingParams n3 = p;
+  n3.n = 3;
+  auto outs = llm.generate({prompts[0]}, n3);
+  ASSERT_TRUE(outs.ok());
+  ASSERT_EQ((*outs)[0].outputs.size(), 3u);
+  for (const auto& o : (*outs)[0].outputs) EXPECT_EQ(o.token_ids, want[0]);
+}
+
+// Eviction policies on latent rows (one KV head: a layer's set is its only lane): each runs,
+// holds the budget and returns its blocks.
+TEST(Deepseek2Batched, EvictionPoliciesRunOnLatents) {
+  EngineConfig c;
+  c.model = Shared("models/tiny-random-deepseek2-lite.gguf");
+  c.max_model_len = 256;
+  const std::vector<int32_t> prompt(100, 300);
+  for (KvPolicyKind kind : {KvPolicyKind::kStreaming, KvPolicyKind::kH2O, KvPolicyKind::kSnapKV,
+                            KvPolicyKind::kPyramidKV, KvPolicyKind::kKnorm, KvPolicyKind::kQuest}) {
+    c.kv_policy.kind = kind;
+    c.kv_policy.budget = 48;
+    c.kv_policy.window = kind == KvPolicyKind::kStreaming ? -1 : 8;
+    if (kind == KvPolicyKind::kStreaming) c.kv_policy.sinks = 4;
+    auto e = Engine::Create(c);
+    ASSERT_TRUE(e.ok()) << KvPolicyName(kind) << ": " << e.error().ToString();
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 20;
+    p.ignore_eos = true;
+    auto r = (*e)->Generate(prompt, p);
+    ASSERT_TRUE(r.ok()) << KvPolicyName(kind) << ": " << r.error().ToString();
+    EXPECT_EQ(r->tokens.size(), 20u) << KvPolicyName(kind);
+    if (kind != KvPolicyKind::kQuest) {
+      EXPECT_GT(r->kv_evicted_tokens, 0) << KvPolicyName(kind);
+      EXPECT_LE(r->kv_peak_tokens, 120) << KvPolicyName(kind);
+    }
   }
 }
 

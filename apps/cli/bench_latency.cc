@@ -57,6 +57,15 @@ double TriadGBps(kernels::ThreadPool& pool) {
   return best;
 }
 
+// --mla-attention: the form the bench's deepseek2 forward passes run (the engine sets it the same
+// way from EngineConfig::mla_attention).
+Status ApplyMlaFlag(const KvFlags& kv, model::Model& m) {
+  EngineConfig choice;
+  KVF_RETURN_IF_ERROR(ApplyKvFlags(kv, &choice));
+  m.SetMlaAttention(static_cast<model::MlaAttention>(choice.mla_attention));
+  return Status::Ok();
+}
+
 // A paged cache for `seqs` sequences of `tokens` tokens with the dtype flags' choice.
 Result<std::unique_ptr<kvstore::PagedKvCache>> MakeBenchCache(const model::ModelConfig& c,
                                                               const KvFlags& kv, bool kv_f32,
@@ -192,6 +201,7 @@ int LatencyMain(const Args& args) {
     std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
     return 1;
   }
+  if (Status s = ApplyMlaFlag(kv, **m); !s.ok()) return BadFlagValue(s);
   if (mlock)
     if (Status s = (*m)->LockWeights(); !s.ok())
       std::fprintf(stderr, "kvforge: warning: %s\n", s.message().c_str());
@@ -410,6 +420,7 @@ int BatchedMain(const Args& args) {
     std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
     return 1;
   }
+  if (Status s = ApplyMlaFlag(kv, **m); !s.ok()) return BadFlagValue(s);
   const model::ModelConfig& c = (*m)->config();
   kernels::ThreadPool pool(static_cast<int>(threads));
   model::Workspace ws;

@@ -34,6 +34,9 @@ void AddKvFlags(FlagParser& p, KvFlags* f) {
   p.AddString("kv-pyramid-beta", &f->pyramid_beta, "pyramidkv: layer budget slope (20)");
   p.AddString("kv-heads", &f->heads,
               "KV heads' kept sets: shared (one per layer, default), per_head, adaptive (AdaKV)");
+  p.AddString("mla-attention", &f->mla_attention,
+              "deepseek2 (MLA) attention: absorbed (MQA over the latents), naive (per-head K/V "
+              "decompressed) or auto (the cheaper per chunk; default)");
 }
 
 Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
@@ -47,6 +50,8 @@ Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
   config->kv_scales = f.scales;
   config->kv_scales_per_head = f.scales_per_head;
   config->kv_turbo_qjl = f.turbo_qjl;
+  KVF_RETURN_IF_ERROR(
+      SetConfigField(config, "mla_attention", f.mla_attention).WithContext("--mla-attention"));
   const std::pair<const char*, const std::string*> policy_fields[] = {
       {"kv_policy", &f.policy},
       {"kv_budget", &f.budget},

@@ -2,7 +2,8 @@
 //   --kv-dtype T (vLLM's --kv-cache-dtype), --kv-dtype-k / --kv-dtype-v (llama.cpp -ctk / -ctv),
 //   --kv-scales (FP8: "calibrate" or a scales file), --kv-scales-per-head, --kv-turbo-qjl (turbo
 //   keys in the TurboQuant-prod format), and KV eviction: --kv-policy NAME --kv-budget B with the
-//   method's parameters --kv-sinks, --kv-window, --kv-pool-kernel, --kv-pyramid-beta.
+//   method's parameters --kv-sinks, --kv-window, --kv-pool-kernel, --kv-pyramid-beta; and
+//   --mla-attention (deepseek2: absorbed, naive or auto).
 #pragma once
 
 #include <string>
@@ -22,6 +23,7 @@ struct KvFlags {
   // Eviction: text forms of EngineConfig's kv_policy fields (empty: the default).
   std::string policy = "none";
   std::string budget, sinks, window, pool_kernel, pyramid_beta, heads;
+  std::string mla_attention = "auto";
 };
 
 void AddKvFlags(FlagParser& p, KvFlags* f);

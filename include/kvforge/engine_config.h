@@ -34,6 +34,10 @@ enum class BatchingMode : uint8_t { kContinuous, kStatic };  // static: the base
 enum class PreemptionMode : uint8_t { kRecompute, kSwap };
 enum class SchedulingPolicy : uint8_t { kFcfs, kPriority };
 enum class PrefixCacheMode : uint8_t { kHash, kRadix };  // vLLM-style hashes | SGLang-style tree
+// MLA models (deepseek2): absorbed (MQA over the latents), naive (per-head K/V decompressed), or
+// auto: per sequence chunk, the form with less arithmetic (absorbed for decode, naive for long
+// prefill chunks). Other models ignore it.
+enum class MlaAttentionMode : uint8_t { kAuto, kAbsorbed, kNaive };
 
 struct EngineConfig {
   // --- model and threads ------------------------------------------------------------------
@@ -63,6 +67,7 @@ struct EngineConfig {
   bool kivi_eager = false;  // KIVI: quantize before the step's attention (simulated quantization)
   bool kvquant_post_rope_keys = false;  // kvquant3 ablation: quantize keys after RoPE
   bool kv_turbo_qjl = false;            // turbo3/turbo4 KEYS: TurboQuant-prod (QJL sketch)
+  MlaAttentionMode mla_attention = MlaAttentionMode::kAuto;  // deepseek2's attention form
 
   // --- scheduling -----------------------------------------------------------------------------
   int64_t max_num_batched_tokens = 2048;  // tokens per forward step (Engine: its prefill chunk)

@@ -38,6 +38,8 @@ constexpr BatchingMode kBatching[] = {BatchingMode::kContinuous, BatchingMode::k
 constexpr PreemptionMode kPreemption[] = {PreemptionMode::kRecompute, PreemptionMode::kSwap};
 constexpr SchedulingPolicy kPolicies[] = {SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority};
 constexpr PrefixCacheMode kPrefixModes[] = {PrefixCacheMode::kHash, PrefixCacheMode::kRadix};
+constexpr MlaAttentionMode kMlaModes[] = {MlaAttentionMode::kAuto, MlaAttentionMode::kAbsorbed,
+                                          MlaAttentionMode::kNaive};
 
 // --- the field table ----------------------------------------------------------------------------
 
@@ -262,6 +264,8 @@ std::vector<ConfigField> MakeFields() {
       Bool("kvquant_post_rope_keys", &C::kvquant_post_rope_keys,
            "kvquant3 ablation: quantize keys after RoPE"),
       Bool("kv_turbo_qjl", &C::kv_turbo_qjl, "turbo3/turbo4 keys: QJL residual sketch"),
+      Choice("mla_attention", &C::mla_attention, kMlaModes,
+             "deepseek2: absorbed, naive, or auto (the cheaper form per chunk)"),
       Int("max_num_batched_tokens", &C::max_num_batched_tokens, 1, "tokens per forward step"),
       Int("max_num_seqs", &C::max_num_seqs, 1, "running sequences per step"),
       Bool("chunked_prefill", &C::chunked_prefill, "split long prompts across steps"),
@@ -306,6 +310,9 @@ Result<SchedulingPolicy> ParseSchedulingPolicy(std::string_view t) {
 Result<PrefixCacheMode> ParsePrefixCacheMode(std::string_view t) {
   return ParseName(t, "prefix_cache_mode", kPrefixModes);
 }
+Result<MlaAttentionMode> ParseMlaAttentionMode(std::string_view t) {
+  return ParseName(t, "mla_attention", kMlaModes);
+}
 
 const char* ConfigName(KvCacheDtype v) {
   if (v == KvCacheDtype::kAuto) return "auto";
@@ -322,6 +329,10 @@ const char* ConfigName(SchedulingPolicy v) {
 }
 const char* ConfigName(PrefixCacheMode v) {
   return v == PrefixCacheMode::kRadix ? "radix" : "hash";
+}
+const char* ConfigName(MlaAttentionMode v) {
+  return v == MlaAttentionMode::kAbsorbed ? "absorbed"
+                                          : (v == MlaAttentionMode::kNaive ? "naive" : "auto");
 }
 
 std::string KvCacheDtypeChoices() { return "auto|" + kvquant::KvDtypeChoices(); }

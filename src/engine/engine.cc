@@ -101,6 +101,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& options) {
     if (options.mlock)
       if (Status s = impl->model->LockWeights(); !s.ok()) KVF_LOG_WARN("%s", s.message().c_str());
   }
+  impl->model->SetMlaAttention(static_cast<model::MlaAttention>(options.mla_attention));
   KVF_ASSIGN_OR_RETURN(impl->tok, tokenizer::Tokenizer::FromGguf(impl->model->file()));
   const model::ModelConfig& c = impl->model->config();
   if (impl->tok->n_vocab() > c.n_vocab)

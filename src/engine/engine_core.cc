@@ -55,6 +55,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
     if (c.mlock)
       if (Status s = e->model_->LockWeights(); !s.ok()) KVF_LOG_WARN("%s", s.message().c_str());
   }
+  e->model_->SetMlaAttention(static_cast<model::MlaAttention>(c.mla_attention));
   KVF_ASSIGN_OR_RETURN(e->tok_, tokenizer::Tokenizer::FromGguf(e->model_->file()));
   const model::ModelConfig& mc = e->model_->config();
   e->max_len_ = c.max_model_len > 0 ? c.max_model_len : std::min<int64_t>(mc.n_ctx_train, 8192);

@@ -92,7 +92,7 @@ void Model::AttendMla(int64_t l, const LayerWeights& L, const Batch& batch,
   std::vector<size_t> absorbed, naive;
   for (size_t si = 0; si < batch.seqs.size(); ++si) {
     const auto& s = batch.seqs[si];
-    MlaAttention path = batch.mla;
+    MlaAttention path = batch.mla != MlaAttention::kAuto ? batch.mla : mla_default_;
     if (path == MlaAttention::kAuto)
       path = ChooseMlaPath(a, H, s.n_tokens, s.first_slot() + s.n_tokens);
     // Sparse decode selects blocks of latent rows: the absorbed form reads them.

@@ -110,6 +110,9 @@ class Model {
   ~Model();
 
   const ModelConfig& config() const { return config_; }
+  // The MLA form a batch with mla == kAuto runs (set once, before any Forward; an engine
+  // setting).
+  void SetMlaAttention(MlaAttention m) { mla_default_ = m; }
   const ModelWeights& weights() const { return weights_; }
   const gguf::GgufFile& file() const { return *file_; }
 
@@ -152,6 +155,7 @@ class Model {
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;
   ModelWeights weights_;
+  MlaAttention mla_default_ = MlaAttention::kAuto;
 };
 
 }  // namespace kvforge::model

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <utility>
 
 #include "base/strings.h"
@@ -184,6 +186,14 @@ Status ParseKvPolicyField(const Fields& f, std::string* param, SamplingParams* p
     KVF_RETURN_IF_ERROR(f.Number("kv_budget", 0, 1e9, true, &budget));
   } else if (v->is_object()) {
     Fields pf(*v, param, "kv_policy.");
+    // Our own object: a misspelt key would silently fall back to a default, so it is refused.
+    static constexpr std::string_view kKeys[] = {"name",        "budget", "sinks", "window",
+                                                 "pool_kernel", "beta",   "seed",  "heads"};
+    for (const auto& item : v->items())
+      if (std::find(std::begin(kKeys), std::end(kKeys), item.key()) == std::end(kKeys))
+        return pf.Fail(item.key().c_str(), "unknown field 'kv_policy." + item.key() +
+                                               "' (name, budget, sinks, window, pool_kernel, "
+                                               "beta, seed, heads)");
     KVF_RETURN_IF_ERROR(pf.String("name", &name));
     if (name.empty()) return pf.Fail("name", "'kv_policy.name' is required");
     KVF_RETURN_IF_ERROR(pf.Number("budget", 0, 1e9, true, &budget));

@@ -284,6 +284,14 @@ done
 # A real `kvforge serve` process on the MoE model, over HTTP: the completion is `run`'s greedy text.
 check "run deepseek2 greedy" 0 "$KVF" run --model "$DS" --prompt "Once upon a time" --max-tokens 12 --temperature 0
 RUN_TEXT="$(cat "$TMP/out")"
+for form in absorbed naive; do  # the forced forms give the same greedy text on an f32 cache
+  check "run deepseek2 --mla-attention $form" 0 "$KVF" run --model "$DS" --prompt "Once upon a time" --max-tokens 12 --temperature 0 --kv-dtype f32 --mla-attention $form
+  cp "$TMP/out" "$TMP/mla-$form.txt"
+done
+if cmp -s "$TMP/mla-absorbed.txt" "$TMP/mla-naive.txt"; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL: deepseek2 absorbed and naive texts differ"; fi
+check "run deepseek2 bad --mla-attention" 2 "$KVF" run --model "$DS" --prompt "Once" --max-tokens 2 --mla-attention sideways
+contains "bad --mla-attention message" "$TMP/err" "mla_attention must be one of auto, absorbed, naive"
 "$KVF" serve --model "$DS" --port 0 >"$TMP/serve.out" 2>"$TMP/serve.err" &
 SERVE_PID=$!
 URL=""

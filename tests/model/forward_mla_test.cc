@@ -181,6 +181,32 @@ TEST(MlaForwardMixed, AutoMixesPathsInOneStep) {
   }
 }
 
+// The engine's mla_attention setting (Model::SetMlaAttention) is what a batch that leaves the
+// form to auto runs: forced naive or absorbed, long chunk or single token, bit for bit the same
+// logits as the batch asking for that form itself; and the two forced forms differ only by f32
+// rounding.
+TEST(MlaForwardDefault, TheModelSettingGovernsAutoBatches) {
+  auto run = MakeRun(Fixture("deepseek2-lite"));
+  ASSERT_NE(run, nullptr);
+  const auto tokens = RandomTokens(37, 5);
+  for (int64_t chunk : {int64_t{1}, int64_t{37}}) {
+    std::vector<float> forced[2];
+    const MlaAttention forms[2] = {MlaAttention::kAbsorbed, MlaAttention::kNaive};
+    for (int i = 0; i < 2; ++i) {
+      run->model->SetMlaAttention(MlaAttention::kAuto);
+      forced[i] = Logits(*run, tokens, chunk, forms[i]);
+      run->model->SetMlaAttention(forms[i]);
+      const auto by_setting = Logits(*run, tokens, chunk, MlaAttention::kAuto);
+      EXPECT_EQ(by_setting, forced[i]) << "chunk " << chunk << " form " << i;
+    }
+    double max_diff = 0;
+    for (size_t j = 0; j < forced[0].size(); ++j)
+      max_diff = std::max(max_diff, double{std::fabs(forced[0][j] - forced[1][j])});
+    EXPECT_LT(max_diff, 1e-4) << "chunk " << chunk;
+  }
+  run->model->SetMlaAttention(MlaAttention::kAuto);
+}
+
 // The legacy fused attn_kv_b (per head N key rows then Vh value rows of R columns), built here
 // from the split tensors, loads and computes the same logits.
 TEST(MlaForwardLegacy, FusedKvBEqualsTheSplitForm) {

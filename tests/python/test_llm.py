@@ -318,3 +318,25 @@ def test_sparse_decode_policies():
     # An engine without block summaries refuses a sparse request.
     with pytest.raises(ValueError):
         plain.generate([LONG_PROMPT], SamplingParams(**GREEDY, kv_policy="quest", kv_budget=64))
+
+
+@pytest.mark.parametrize("form", ["absorbed", "naive", "auto"])
+def test_deepseek2_follows_llama_cpp_under_each_mla_form(form):
+    # The MoE fixture's llama.cpp greedy ids, prompts as token ids, for each mla_attention form.
+    with open(os.path.join(DATA_DIR, "reference", "tiny-random-deepseek2-moe-greedy.json")) as f:
+        ref = json.load(f)
+    model = os.path.join(DATA_DIR, "models", "tiny-random-deepseek2-moe.gguf")
+    llm = LLM(model=model, mla_attention=form, kv_cache_dtype="f32", max_model_len=256)
+    assert llm.config["mla_attention"] == form
+    cases = ref["cases"]
+    prompts = [{"prompt_token_ids": c["prompt_ids"]} for c in cases]
+    n = len(cases[0]["gen_ids"])
+    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n))
+    for out, c in zip(outs, cases):
+        assert out.outputs[0].token_ids == c["gen_ids"]
+    llm.close()
+
+
+def test_bad_mla_attention_raises():
+    with pytest.raises(ValueError, match="mla_attention"):
+        LLM(mla_attention="sideways")

@@ -107,7 +107,8 @@ TEST_F(ServerTest, KvPolicyPerRequestIsAcceptedOrRejectedWith400) {
         json{{"name", "h2o"}, {"budget", -1}},
         json{{"name", "snapkv"}, {"budget", 0.2}, {"heads", "bogus"}},
         json{{"name", "snapkv"}, {"budget", 0.2}, {"heads", 1}},
-        json{{"name", "streaming"}, {"budget", 32}, {"heads", "per_head"}}}) {
+        json{{"name", "streaming"}, {"budget", 32}, {"heads", "per_head"}},
+        json{{"name", "h2o"}, {"budget", 24}, {"windw", 8}}}) {  // a misspelt key
     json req = base;
     req["kv_policy"] = bad;
     Reply r = Post(url(), "/v1/completions", req);

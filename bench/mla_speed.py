@@ -4,7 +4,7 @@
 Writes one random-weight deepseek2 GGUF with `kvforge make-model --arch deepseek2` (V2-Lite's
 widths: d2048, 16 heads, no q-lora, kv_lora_rank 512, rope 64, nope 128, v 128, 64 routed experts
 of width 1408 with 6 used, 2 shared, one leading dense layer; fewer layers) and measures, every
-round flipping the order of the runs:
+round flipping the order of the runs (each run: a warm-up, then 2 repetitions):
 
   decode  tg tokens/s at each --depths, kvforge absorbed vs naive vs llama.cpp (llama-bench -d);
           kvforge's depth is written directly (--fill random), llama.cpp's is prefilled.
@@ -13,7 +13,7 @@ round flipping the order of the runs:
 
 Prints markdown tables with every round's figures and the ratio of the means. Usage:
   bench/mla_speed.py KVFORGE PEER_DIR [--layers 4] [--rounds 2] [--depths 0,2048,8192]
-      [--n-gen 16] [--n-prompt 512] [--batches 1,8,32] [--parts decode,prefill,moe] [--keep]
+      [--n-gen 32] [--n-prompt 512] [--batches 1,8,32] [--parts decode,prefill,moe] [--keep]
 """
 import argparse
 import json
@@ -44,7 +44,7 @@ def make_model(kvf, layers, dtype, vocab, out):
 
 def kvforge_latency(kvf, model, form, n_prompt, n_gen, depth):
     cmd = [kvf, "bench", "latency", "--model", model, "--n-prompt", str(n_prompt), "--n-gen",
-           str(n_gen), "--depth", str(depth), "--repetitions", "1", "--threads", "2",
+           str(n_gen), "--depth", str(depth), "--repetitions", "2", "--threads", "2",
            "--mla-attention", form, "--no-bandwidth", "--json"]
     if depth:
         cmd += ["--fill", "random"]
@@ -54,7 +54,7 @@ def kvforge_latency(kvf, model, form, n_prompt, n_gen, depth):
 
 def llamacpp_latency(peer, model, n_prompt, n_gen, depth):
     out = run([os.path.join(peer, "llama-bench"), "-m", model, "-t", "2", "-fa", "1", "-p",
-               str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-r", "1", "-o", "json"])
+               str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-r", "2", "-o", "json"])
     for r in json.loads(out):
         if r["n_prompt"] == n_prompt and r["n_gen"] == n_gen:
             return r["avg_ts"]
@@ -151,7 +151,7 @@ def main():
     ap.add_argument("--dtype", default="q8_0")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--depths", default="0,2048,8192")
-    ap.add_argument("--n-gen", type=int, default=16)
+    ap.add_argument("--n-gen", type=int, default=32)
     ap.add_argument("--n-prompt", type=int, default=512)
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--parts", default="decode,prefill,moe")

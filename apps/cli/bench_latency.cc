@@ -321,6 +321,8 @@ int LatencyMain(const Args& args) {
   }
   if (n_gen > 0 && st.ok()) {
     Test t{"tg" + std::to_string(n_gen), {}};
+    (void)fill_depth();
+    (void)forward(depth, 1);  // warm-up: one decode step, as llama-bench's
     for (int64_t r = 0; r < reps && st.ok(); ++r) {
       st = fill_depth();
       const auto t0 = Clock::now();

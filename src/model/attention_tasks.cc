@@ -46,9 +46,26 @@ void GatherSparseBlocks(const kvpolicy::SparseDecode& plan, const kvpolicy::Bloc
 
 }  // namespace
 
-// Tasks are (sequence, kv head, query chunk) so prefill and MQA still split. A task that observes
-// for a policy gets its own row of ws.observed (no sharing between threads), summed into the
-// sequence's row after the parallel loop.
+// How many parts the query heads of one KV head are split into: MQA and MLA (one KV head) decode
+// would otherwise be one task per sequence, leaving cores idle at small batches. Sparse decode
+// selects blocks from the whole group's queries, so its sequences are not split.
+int32_t QueryHeadSplits(const Batch& batch, const AttentionJob& job,
+                        const std::vector<size_t>& seqs, int64_t q_chunk, int threads) {
+  if (job.n_kv_head != 1 || job.n_head < 2) return 1;
+  int64_t tasks = 0;
+  for (size_t si : seqs) {
+    if (batch.seqs[si].sparse != nullptr) return 1;
+    tasks += (batch.seqs[si].n_tokens + q_chunk - 1) / q_chunk;
+  }
+  const int64_t want = 2 * static_cast<int64_t>(threads);  // a little slack for uneven tasks
+  if (tasks >= want) return 1;
+  return static_cast<int32_t>(std::min<int64_t>(job.n_head, (want + tasks - 1) / tasks));
+}
+
+// Tasks are (sequence, kv head, query chunk, query heads) so prefill and MQA still split. A task
+// that observes for a policy gets its own row of ws.observed (no sharing between threads), summed
+// into the sequence's row after the parallel loop (the weights are sums over query heads, so a
+// split group sums to the same row).
 void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvAccess& kv,
                        Workspace& ws, kernels::ThreadPool& pool) {
   const kernels::KernelTable& kt = kernels::Active();
@@ -57,6 +74,7 @@ void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvA
   struct Task {
     size_t seq;
     int32_t kvh;
+    int32_t h0, nh;  // query heads [h0, h0 + nh) of the group (all of it unless split)
     int64_t q0, nq;
     int64_t observed_row;  // -1: no observer
   };
@@ -66,15 +84,20 @@ void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvA
   std::vector<size_t> seqs = job.seqs;
   if (seqs.empty())
     for (size_t si = 0; si < batch.seqs.size(); ++si) seqs.push_back(si);
+  const int32_t group = job.n_head / job.n_kv_head;
+  const int32_t splits = QueryHeadSplits(batch, job, seqs, kQChunk, pool.num_threads());
   for (size_t si : seqs) {
     const auto& s = batch.seqs[si];
     max_kv = std::max(max_kv, s.first_slot() + s.n_tokens);
     for (int32_t h = 0; h < job.n_kv_head; ++h)
-      for (int64_t q0 = 0; q0 < s.n_tokens; q0 += kQChunk) {
-        const int64_t nq = std::min(kQChunk, s.n_tokens - q0);
-        const bool observes = s.observed != nullptr && q0 + nq > s.observe_from;
-        tasks.push_back({si, h, q0, nq, observes ? n_observing++ : -1});
-      }
+      for (int64_t q0 = 0; q0 < s.n_tokens; q0 += kQChunk)
+        for (int32_t part = 0; part < splits; ++part) {
+          const int32_t h0 = group * part / splits, h1 = group * (part + 1) / splits;
+          if (h1 == h0) continue;
+          const int64_t nq = std::min(kQChunk, s.n_tokens - q0);
+          const bool observes = s.observed != nullptr && q0 + nq > s.observe_from;
+          tasks.push_back({si, h, h0, h1 - h0, q0, nq, observes ? n_observing++ : -1});
+        }
   }
   if (n_observing > 0) ws.observed.assign(static_cast<size_t>(n_observing * max_kv), 0.0f);
   pool.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t b, int64_t e, int th) {
@@ -98,6 +121,11 @@ void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvA
       }
       a.n_head = job.n_head;
       a.n_kv_head = job.n_kv_head;
+      if (task.nh != group) {  // part of one KV head's group (n_kv_head is 1): heads h0.. only
+        a.q += static_cast<int64_t>(task.h0) * job.head_dim;
+        a.out += static_cast<int64_t>(task.h0) * (job.v_dim > 0 ? job.v_dim : job.head_dim);
+        a.n_head = task.nh;
+      }
       a.head_dim = job.head_dim;
       a.v_dim = job.v_dim;
       a.scale = job.scale;

@@ -207,6 +207,53 @@ TEST(MlaForwardDefault, TheModelSettingGovernsAutoBatches) {
   run->model->SetMlaAttention(MlaAttention::kAuto);
 }
 
+// A lone decode token of a one-KV-head model is split over query heads (attention_tasks.cc) so
+// both cores work; the same token decoded beside three others is not. Both give the same logits
+// and the same observed attention weights (an eviction policy's statistics).
+TEST(MlaForwardSplit, SplitQueryHeadsGiveTheSameLogitsAndObservedWeights) {
+  auto run = MakeRun(Fixture("deepseek2-moe"));
+  ASSERT_NE(run, nullptr);
+  const ModelConfig& c = run->model->config();
+  const int64_t V = c.n_vocab, kPrompt = 20, kSlots = kPrompt + 1;
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t i = 0; i < 4; ++i) prompts.push_back(RandomTokens(kPrompt + 1, 10 + i));
+  // Prefills `n_seqs` sequences, then decodes their last token in one step, observing sequence
+  // 0: its logits and observed rows [layers][slots].
+  auto decode = [&](int n_seqs, std::vector<float>* logits0, std::vector<float>* observed) {
+    for (int64_t sq = 0; sq < 4; ++sq) run->kv->Free(sq);
+    std::vector<float> logits;
+    for (int64_t sq = 0; sq < n_seqs; ++sq) {
+      ASSERT_TRUE(run->kv->AddSequence(sq, kSlots));
+      Batch b;
+      b.tokens.assign(prompts[sq].begin(), prompts[sq].begin() + kPrompt);
+      b.seqs.push_back({sq, 0, 0, kPrompt, false, true});
+      ASSERT_TRUE(run->model->Forward(b, *run->kv, run->ws, run->pool, &logits).ok());
+    }
+    observed->assign(static_cast<size_t>(c.n_layer * kSlots), 0.0f);
+    Batch b;
+    b.mla = MlaAttention::kAbsorbed;
+    for (int64_t sq = 0; sq < n_seqs; ++sq) {
+      b.tokens.push_back(prompts[sq][kPrompt]);
+      b.seqs.push_back({sq, kPrompt, sq, 1, false, true});
+    }
+    b.seqs[0].observed = observed->data();
+    b.seqs[0].observed_stride = kSlots;
+    ASSERT_TRUE(run->model->Forward(b, *run->kv, run->ws, run->pool, &logits).ok());
+    logits0->assign(logits.begin(), logits.begin() + V);
+  };
+  std::vector<float> alone, alone_obs, beside, beside_obs;
+  decode(1, &alone, &alone_obs);
+  decode(4, &beside, &beside_obs);
+  for (int64_t j = 0; j < V; ++j) EXPECT_NEAR(alone[j], beside[j], 1e-4) << j;
+  double mass = 0;
+  for (size_t i = 0; i < alone_obs.size(); ++i) {
+    EXPECT_NEAR(alone_obs[i], beside_obs[i], 1e-5) << i;
+    mass += alone_obs[i];
+  }
+  // Every layer's weights sum to 1 per query head.
+  EXPECT_NEAR(mass, static_cast<double>(c.n_layer * c.n_head), 1e-3);
+}
+
 // The legacy fused attn_kv_b (per head N key rows then Vh value rows of R columns), built here
 // from the split tensors, loads and computes the same logits.
 TEST(MlaForwardLegacy, FusedKvBEqualsTheSplitForm) {

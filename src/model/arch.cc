@@ -27,7 +27,7 @@ std::string DescribeBlock(const ArchTraits& t) {
   if (t.scale_embeddings) s += ", embeddings x sqrt(n_embd)";
   if (t.mla)
     s += ", multi-head latent attention (absorbed or naive per step), MoE after the leading dense "
-         "layers";
+         "layers when the file has experts";
   return s;
 }
 

@@ -443,5 +443,49 @@ TEST(MlaRandomModels, EveryFormMatchesTheOracle) {
   }
 }
 
+// Block codecs on latent rows: q8_0 and q4_0 need rows that are a multiple of 32 (64 + 32 = 96
+// here). Both forms read the same quantized rows, so they agree closely; the cache's own rounding
+// moves the logits from the f32 cache by a bounded amount (measured: q8_0 9e-4, q4_0 1.4e-2 of
+// the largest logit).
+TEST(MlaRandomModels, BlockQuantizedLatentCache) {
+  auto vocab = gguf::GgufFile::Open(kvforge::testing::SharedDir() + "/models/stories260K.gguf");
+  ASSERT_TRUE(vocab.ok());
+  RandomModelSpec s;
+  s.arch = "deepseek2";
+  s.dim = 128;
+  s.layers = 2;
+  s.heads = 4;
+  s.kv_lora_rank = 64;
+  s.qk_rope_dim = 32;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "kvf_ds_block_latent.gguf").string();
+  ASSERT_TRUE(WriteRandomModel(s, **vocab, path).ok());
+  const auto tokens = RandomTokens(30, 4);
+  auto f32 = MakeRun(path);
+  ASSERT_NE(f32, nullptr);
+  const auto want = Logits(*f32, tokens, 30, MlaAttention::kNaive);
+  std::vector<std::vector<double>> want_rows(30);
+  const size_t V = want.size() / 30;
+  for (size_t i = 0; i < 30; ++i)
+    want_rows[i].assign(want.begin() + i * V, want.begin() + (i + 1) * V);
+  struct Case {
+    kvquant::KvDtype dtype;
+    double vs_f32;
+  };
+  for (const Case& c : {Case{kvquant::KvDtype::kQ8_0, 3e-3}, Case{kvquant::KvDtype::kQ4_0, 0.05}}) {
+    auto run = MakeRun(path, c.dtype);
+    ASSERT_NE(run, nullptr);
+    const auto absorbed = Logits(*run, tokens, 1, MlaAttention::kAbsorbed);
+    const auto naive = Logits(*run, tokens, 1, MlaAttention::kNaive);
+    std::vector<std::vector<double>> naive_rows(30);
+    for (size_t i = 0; i < 30; ++i)
+      naive_rows[i].assign(naive.begin() + i * V, naive.begin() + (i + 1) * V);
+    const double err = MaxRelError(absorbed, want_rows);
+    EXPECT_LT(MaxRelError(absorbed, naive_rows), 5e-4) << static_cast<int>(c.dtype);
+    EXPECT_LT(err, c.vs_f32) << static_cast<int>(c.dtype);
+    EXPECT_GT(err, 1e-6) << "the cache did not quantize";
+  }
+}
+
 }  // namespace
 }  // namespace kvforge::model

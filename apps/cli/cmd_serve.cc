@@ -39,13 +39,14 @@ int ServeMain(const Args& args) {
   int64_t port = 8000, max_model_len = 0, max_num_seqs = 64, max_batched = 2048, block_size = 16,
           threads = 0;
   int64_t max_queue = 128, http_threads = 0, long_prefill = 0;
-  bool mlock = false;
+  bool mlock = false, no_webui = false;
   uint64_t kv_mem = 0, max_body = 4u << 20;
   FlagParser p(
       "serve",
       "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models, "
       "/health,\n"
-      "/metrics, /tokenize, /detokenize) over the continuous-batching engine. The bound address "
+      "/metrics, /tokenize, /detokenize) over the continuous-batching engine, and a web page at /. "
+      "The bound address "
       "is\n"
       "printed on stderr; SIGINT/SIGTERM shut down gracefully (in-flight requests are aborted).");
   p.AddString("model", &model, "GGUF model path (default: the embedded stories260K model)");
@@ -76,6 +77,9 @@ int ServeMain(const Args& args) {
   p.AddInt("http-threads", &http_threads, "HTTP worker threads (0: max-num-seqs + max-queue + 16)");
   p.AddString("chat-template", &chat_template_file,
               "Jinja2 chat template file overriding the model's");
+  p.AddBool("no-webui", &no_webui,
+            "no web page at / (the chat playground and KV-cache inspector; its JSON endpoints "
+            "/v1/kvforge/kv and /v1/kvforge/history stay)");
   KvFlags kv;
   AddKvFlags(p, &kv);
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
@@ -158,6 +162,7 @@ int ServeMain(const Args& args) {
   so.max_body_bytes = max_body;
   so.max_queue = max_queue;
   so.http_threads = static_cast<int>(http_threads);
+  so.webui = !no_webui;
   auto server = server::Server::Create(engine->get(), so);
   if (!server.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", server.error().message().c_str());
@@ -170,6 +175,9 @@ int ServeMain(const Args& args) {
   std::fprintf(stderr, "kvforge: serving model '%s' (max_model_len %lld)\n",
                (*server)->model_id().c_str(), (long long)(*engine)->max_model_len());
   std::fprintf(stderr, "kvforge: listening on %s\n", (*server)->url().c_str());
+  if (so.webui)
+    std::fprintf(stderr, "kvforge: web page (chat and KV-cache inspector) at %s/\n",
+                 (*server)->url().c_str());
   std::fflush(stderr);
   int sig = 0;
   sigwait(&signals, &sig);

@@ -24,6 +24,7 @@
 
 #include "kvforge/engine_config.h"
 #include "kvforge/finish_reason.h"
+#include "kvforge/kv_snapshot.h"
 #include "kvforge/sampling_params.h"
 #include "kvforge/status.h"
 
@@ -121,6 +122,12 @@ class AsyncEngine {
   // Stops a request in any state and frees its blocks; its callback gets a final "abort" output.
   void Abort(int64_t request_id);
   EngineStats Stats() const;
+  // The KV cache as an inspector draws it (kvforge/kv_snapshot.h), taken by the engine thread
+  // between two steps (an idle engine wakes for it); at most max_prefix_entries prefix cache
+  // entries, and in *stats (when given) the engine's counters at that same moment. kUnavailable
+  // when no answer comes within timeout_ms (a long step) or on shutdown.
+  Result<KvSnapshot> KvCacheSnapshot(size_t max_prefix_entries = 2000, int timeout_ms = 2000,
+                                     EngineStats* stats = nullptr) const;
   Result<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special,
                                         bool parse_special) const;
   std::string Detokenize(const std::vector<int32_t>& ids) const;

@@ -44,6 +44,9 @@ class EngineCore {
   bool HasWork() const;
   Status Step();
   EngineStats Stats() const;
+  // Every block's use, the prefix cache's entries (at most max_prefix_entries) and the requests
+  // holding KV (kv_snapshot.cc).
+  KvSnapshot Snapshot(size_t max_prefix_entries) const;
   // Average, over steps so far, of live tokens / reserved KV slots (memory utilization).
   double MeanKvUtilization() const {
     return util_steps_ ? util_sum_ / static_cast<double>(util_steps_) : 0;

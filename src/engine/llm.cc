@@ -98,6 +98,34 @@ struct AsyncEngine::Impl {
   bool stop = false;             // guarded by mu
   EngineStats stats;             // guarded by mu, refreshed after each step
   std::atomic<int64_t> next_id{1};
+  // KV snapshots: callers take a ticket; the engine thread serves every ticket up to
+  // snapshot_wanted with one snapshot between two steps (nothing is done while nobody asks).
+  uint64_t snapshot_wanted = 0;                // guarded by mu
+  uint64_t snapshot_made = 0;                  // guarded by mu
+  size_t snapshot_max_prefix = 0;              // guarded by mu
+  std::shared_ptr<const KvSnapshot> snapshot;  // guarded by mu
+  EngineStats snapshot_stats;                  // guarded by mu: stats when it was taken
+  std::condition_variable snapshot_cv;
+
+  void ServeSnapshot() {
+    uint64_t want = 0;
+    size_t max_prefix = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (snapshot_wanted == snapshot_made) return;
+      want = snapshot_wanted;
+      max_prefix = snapshot_max_prefix;
+    }
+    auto snap = std::make_shared<const KvSnapshot>(core->Snapshot(max_prefix));
+    const EngineStats now = core->Stats();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      snapshot = std::move(snap);
+      snapshot_stats = now;
+      snapshot_made = want;
+    }
+    snapshot_cv.notify_all();
+  }
 
   void Loop() {
     for (;;) {
@@ -105,7 +133,10 @@ struct AsyncEngine::Impl {
       std::vector<int64_t> abs;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return stop || !inbox.empty() || !aborts.empty() || core->HasWork(); });
+        cv.wait(lock, [&] {
+          return stop || !inbox.empty() || !aborts.empty() || core->HasWork() ||
+                 snapshot_wanted != snapshot_made;
+        });
         if (stop) break;
         subs.swap(inbox);
         abs.swap(aborts);
@@ -130,9 +161,13 @@ struct AsyncEngine::Impl {
         Status st = core->Step();
         if (!st.ok()) KVF_LOG_ERROR("engine step failed: %s", st.message().c_str());
       }
-      std::lock_guard<std::mutex> lock(mu);
-      stats = core->Stats();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stats = core->Stats();
+      }
+      ServeSnapshot();
     }
+    snapshot_cv.notify_all();  // waiting snapshot callers see `stop`
     // Shutting down: every request still known gets a final "abort".
     EngineStats final_stats = core->Stats();
     (void)final_stats;
@@ -218,6 +253,22 @@ void AsyncEngine::Abort(int64_t request_id) {
     impl_->aborts.push_back(request_id);
   }
   impl_->cv.notify_all();
+}
+
+Result<KvSnapshot> AsyncEngine::KvCacheSnapshot(size_t max_prefix_entries, int timeout_ms,
+                                                EngineStats* stats) const {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  if (impl_->stop) return Status::Unavailable("the engine is shutting down");
+  const uint64_t ticket = ++impl_->snapshot_wanted;
+  impl_->snapshot_max_prefix = max_prefix_entries;
+  impl_->cv.notify_all();
+  if (!impl_->snapshot_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                   [&] { return impl_->stop || impl_->snapshot_made >= ticket; }))
+    return Status::Unavailable("the engine did not answer within " + std::to_string(timeout_ms) +
+                               " ms (a long step is running)");
+  if (impl_->snapshot_made < ticket) return Status::Unavailable("the engine is shutting down");
+  if (stats != nullptr) *stats = impl_->snapshot_stats;
+  return *impl_->snapshot;
 }
 
 EngineStats AsyncEngine::Stats() const {

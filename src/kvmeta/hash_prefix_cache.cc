@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/check.h"
 #include "kvmeta/prefix_cache.h"
@@ -74,6 +75,12 @@ class HashPrefixCache final : public PrefixCache {
     ++stats_.queries;
     stats_.query_tokens += query_tokens;
     stats_.hit_tokens += m.num_tokens;
+    ++clock_;
+    for (BlockId b : m.full_blocks) {
+      Info& in = info_[Index(b)];
+      ++in.hits;
+      in.last_use = clock_;
+    }
     Progress& p = progress_[seq];
     p = Progress{};
     if (!m.full_blocks.empty()) {
@@ -113,6 +120,8 @@ class HashPrefixCache final : public PrefixCache {
         in.parent_serial = p.last_serial;
         in.tokens.assign(block.begin(), block.end());
         in.salt = k == 0 ? std::string(salt) : std::string();
+        in.hits = 0;
+        in.last_use = ++clock_;
         pool_->SetHash(b, h);
         entries_[h] = b;
         serial = in.serial;
@@ -142,6 +151,35 @@ class HashPrefixCache final : public PrefixCache {
   }
   int32_t HeldRefs(BlockId) const override { return 0; }
 
+  // Chains in registration order: a block's parent registered before it, so sorting by serial
+  // puts parents first. A block whose parent was evicted can never match again and is left out.
+  std::vector<PrefixCacheNode> Describe(size_t max_nodes) const override {
+    std::vector<const Info*> live;
+    for (const auto& [h, b] : entries_) {
+      const Info& in = info_[Index(b)];
+      if (in.valid && in.hash == h && pool_->Hash(b) == h) live.push_back(&in);
+    }
+    std::sort(live.begin(), live.end(),
+              [](const Info* a, const Info* b) { return a->serial < b->serial; });
+    std::vector<PrefixCacheNode> out;
+    std::unordered_set<uint64_t> listed;
+    for (const Info* in : live) {
+      if (out.size() >= max_nodes) break;
+      if (in->parent_serial != 0 && listed.count(in->parent_serial) == 0) continue;  // orphan
+      listed.insert(in->serial);
+      PrefixCacheNode n;
+      n.id = static_cast<int64_t>(in->serial);
+      n.parent = static_cast<int64_t>(in->parent_serial);
+      n.tokens = pool_->block_tokens();
+      n.blocks = 1;
+      n.hits = in->hits;
+      n.locked = pool_->RefCount(in->block) > 0;
+      n.last_use = in->last_use;
+      out.push_back(n);
+    }
+    return out;
+  }
+
   Status CheckInvariants() const override {
     for (const auto& [h, b] : entries_) {
       if (!pool_->Contains(b)) return Status::Internal("hash cache: entry names no block");
@@ -163,7 +201,9 @@ class HashPrefixCache final : public PrefixCache {
     uint64_t serial = 0;         // unique per registration, never reused
     uint64_t parent_serial = 0;  // 0: first block of a prompt
     std::vector<int32_t> tokens;
-    std::string salt;  // first block only
+    std::string salt;       // first block only
+    int64_t hits = 0;       // matches that used this block
+    uint64_t last_use = 0;  // clock_ at its registration or last match
   };
   struct Progress {
     int64_t blocks_done = 0;
@@ -204,6 +244,7 @@ class HashPrefixCache final : public PrefixCache {
   std::unordered_map<uint64_t, BlockId> entries_;
   std::unordered_map<SeqId, Progress> progress_;
   uint64_t next_serial_ = 0;
+  uint64_t clock_ = 0;  // counts attaches and registrations (PrefixCacheNode::last_use)
   PrefixCacheStats stats_;
 };
 

@@ -47,6 +47,19 @@ struct PrefixCacheStats {
   int64_t cached_blocks = 0;   // blocks holding cached content now
 };
 
+// One entry of the cache as an inspector draws it: a cached block (hash mode: its parent is the
+// block before it in the chain) or a radix tree node (its parent node). Ids are stable while the
+// entry lives; parent 0 is the root (a chain's first block, a top-level node).
+struct PrefixCacheNode {
+  int64_t id = 0;
+  int64_t parent = 0;
+  int64_t tokens = 0;     // tokens the entry covers (hash: block_tokens; radix: its edge)
+  int32_t blocks = 0;     // blocks it references
+  int64_t hits = 0;       // admitted sequences whose match used this entry
+  bool locked = false;    // a live sequence uses it (hash: a block with references; radix: locked)
+  uint64_t last_use = 0;  // the cache's logical clock at the last match or insert that touched it
+};
+
 enum class PrefixCacheMode : uint8_t { kHash, kRadix };
 std::string_view PrefixCacheModeName(PrefixCacheMode mode);
 
@@ -81,6 +94,9 @@ class PrefixCache {
   virtual void Clear() = 0;
 
   virtual PrefixCacheStats stats() const = 0;
+  // At most `max_nodes` entries, parents before children, for inspection (the web page).
+  // O(entries); engine thread only, like everything else here.
+  virtual std::vector<PrefixCacheNode> Describe(size_t max_nodes) const = 0;
   // References the cache itself holds on `b` (radix mode), for BlockManager::CheckInvariants.
   virtual int32_t HeldRefs(BlockId b) const = 0;
   virtual Status CheckInvariants() const = 0;

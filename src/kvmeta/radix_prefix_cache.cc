@@ -78,6 +78,7 @@ class RadixPrefixCache final : public PrefixCache {
     Unlock(seq);
     if (m.node == nullptr) return;
     Node* n = const_cast<Node*>(static_cast<const Node*>(m.node));
+    for (Node* p = n; p != nullptr && p->parent != nullptr; p = p->parent) ++p->hits;
     Lock(seq, n);
   }
 
@@ -106,6 +107,7 @@ class RadixPrefixCache final : public PrefixCache {
           leaf->blocks.push_back(b);
         }
         leaf->last_access = now;
+        leaf->id = ++next_node_id_;
         Node* raw = leaf.get();
         node->children[tokens[static_cast<size_t>(pos)]] = std::move(leaf);
         Refresh(node);
@@ -223,6 +225,8 @@ class RadixPrefixCache final : public PrefixCache {
     uint64_t last_access = 0;
     bool in_lru = false;
     uint64_t lru_key = 0;
+    uint64_t id = 0;   // PrefixCacheNode::id (the upper half of a split gets a new one)
+    int64_t hits = 0;  // attaches whose matched path went through this node
   };
 
   static size_t CommonPrefix(const std::vector<int32_t>& edge, std::span<const int32_t> t) {
@@ -254,6 +258,8 @@ class RadixPrefixCache final : public PrefixCache {
     n->start = cut;
     upper->lock = n->lock;
     upper->last_access = n->last_access;
+    upper->hits = n->hits;  // every match through the lower half went through the upper
+    upper->id = ++next_node_id_;
     Node* raw = upper.get();
     auto& slot = parent->children[upper->tokens[0]];
     std::unique_ptr<Node> lower = std::move(slot);
@@ -262,6 +268,27 @@ class RadixPrefixCache final : public PrefixCache {
     slot = std::move(upper);
     Refresh(raw);
     return raw;
+  }
+
+  std::vector<PrefixCacheNode> Describe(size_t max_nodes) const override {
+    std::vector<PrefixCacheNode> out;
+    std::vector<const Node*> level;  // breadth first: parents before children
+    for (const auto& [salt, root] : roots_)
+      for (const auto& [t, child] : root->children) level.push_back(child.get());
+    for (size_t i = 0; i < level.size() && out.size() < max_nodes; ++i) {
+      const Node* n = level[i];
+      PrefixCacheNode d;
+      d.id = static_cast<int64_t>(n->id);
+      d.parent = n->parent->parent == nullptr ? 0 : static_cast<int64_t>(n->parent->id);
+      d.tokens = static_cast<int64_t>(n->tokens.size());
+      d.blocks = static_cast<int32_t>(n->blocks.size());
+      d.hits = n->hits;
+      d.locked = n->lock > 0;
+      d.last_use = n->last_access;
+      out.push_back(d);
+      for (const auto& [t, child] : n->children) level.push_back(child.get());
+    }
+    return out;
   }
 
   void Lock(SeqId seq, Node* n) {
@@ -350,6 +377,7 @@ class RadixPrefixCache final : public PrefixCache {
   std::set<std::pair<uint64_t, Node*>> lru_;            // unlocked leaves, oldest first
   std::unordered_map<SeqId, Node*> locked_;
   uint64_t clock_ = 0;
+  uint64_t next_node_id_ = 0;
   PrefixCacheStats stats_;
   mutable std::vector<int32_t> scratch_;
 };

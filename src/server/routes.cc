@@ -100,7 +100,7 @@ HttpHandler Wrap(HttpHandler handler, bool needs_key, const std::string& api_key
 
 std::vector<HttpRoute> BuildRoutes(const Endpoints& endpoints, const std::string& api_key,
                                    const StatusObserver& observer) {
-  return {
+  std::vector<HttpRoute> routes = {
       {"POST", "/v1/completions", Wrap(endpoints.completions, true, api_key, observer)},
       {"POST", "/v1/chat/completions", Wrap(endpoints.chat_completions, true, api_key, observer)},
       {"GET", "/v1/models", Wrap(endpoints.models, true, api_key, observer)},
@@ -109,6 +109,15 @@ std::vector<HttpRoute> BuildRoutes(const Endpoints& endpoints, const std::string
       {"POST", "/tokenize", Wrap(endpoints.tokenize, true, api_key, observer)},
       {"POST", "/detokenize", Wrap(endpoints.detokenize, true, api_key, observer)},
   };
+  if (endpoints.kv_snapshot)
+    routes.push_back(
+        {"GET", "/v1/kvforge/kv", Wrap(endpoints.kv_snapshot, true, api_key, observer)});
+  if (endpoints.kv_history)
+    routes.push_back(
+        {"GET", "/v1/kvforge/history", Wrap(endpoints.kv_history, true, api_key, observer)});
+  if (endpoints.webui)
+    routes.push_back({"GET", "/", Wrap(endpoints.webui, false, api_key, observer)});
+  return routes;
 }
 
 HttpErrorBuilder MakeErrorBuilder(const StatusObserver& observer) {

@@ -37,6 +37,10 @@ struct Endpoints {
   HttpHandler metrics;           // GET /metrics (never needs the key)
   HttpHandler tokenize;          // POST /tokenize
   HttpHandler detokenize;        // POST /detokenize
+  HttpHandler kv_snapshot;       // GET /v1/kvforge/kv (the inspector's snapshot)
+  HttpHandler kv_history;        // GET /v1/kvforge/history (the inspector's charts)
+  HttpHandler webui;             // GET / (the page; never needs the key: it asks for it); unset:
+                                 // no page (--no-webui), GET / is a 404
 };
 
 using StatusObserver = std::function<void(int http_status)>;

@@ -22,6 +22,7 @@
 #include "chat/template_roles.h"
 #include "server/api_types.h"
 #include "server/http_transport.h"
+#include "server/inspector.h"
 #include "server/metrics.h"
 #include "server/openai_codec.h"
 #include "server/routes.h"
@@ -187,6 +188,7 @@ struct Server::State {
   std::mt19937_64 rng{std::random_device{}()};  // guarded by rng_mu
 
   std::unique_ptr<HttpServer> http;
+  std::unique_ptr<Inspector> inspector;  // the web page's endpoints and chart sampler
 
   // --- helpers -------------------------------------------------------------------------------
 
@@ -645,6 +647,8 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
     return Status::InvalidArgument("--http-threads must be in 0..4096");
   if (options.stream_keepalive_ms <= 0)
     return Status::InvalidArgument("the stream keep-alive must be positive");
+  if (options.history_interval_ms < 10 || options.history_interval_ms > 3600 * 1000)
+    return Status::InvalidArgument("the history interval must be in 10 ms .. 1 h");
   auto st = std::make_unique<State>();
   st->engine = engine;
   st->opts = options;
@@ -698,6 +702,9 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
                            LatencyBuckets());
   st->queue_time = r.AddHistogram("kvforge_request_queue_time_seconds",
                                   "Arrival to first scheduled.", LatencyBuckets());
+  InspectorOptions io;
+  io.interval_ms = options.history_interval_ms;
+  st->inspector = std::make_unique<Inspector>(engine, st->ttft, st->itl, st->model_id, io);
   return std::unique_ptr<Server>(new Server(std::move(st)));
 }
 
@@ -712,6 +719,10 @@ Status Server::Start() {
   ep.metrics = [st](const HttpRequest& r) { return st->Metrics(r); };
   ep.tokenize = [st](const HttpRequest& r) { return st->Tokenize(r); };
   ep.detokenize = [st](const HttpRequest& r) { return st->Detokenize(r); };
+  Inspector* insp = st->inspector.get();
+  ep.kv_snapshot = [insp](const HttpRequest& r) { return insp->KvSnapshot(r); };
+  ep.kv_history = [insp](const HttpRequest& r) { return insp->History(r); };
+  if (st->opts.webui) ep.webui = [insp](const HttpRequest& r) { return insp->Page(r); };
   StatusObserver observe = [st](int code) { st->http_requests->Inc(std::to_string(code)); };
   HttpServerOptions ho;
   ho.host = st->opts.host;
@@ -725,7 +736,11 @@ Status Server::Start() {
   st->http = std::make_unique<HttpServer>(ho, BuildRoutes(ep, st->opts.api_key, observe),
                                           MakeErrorBuilder(observe));
   Status s = st->http->Start();
-  if (!s.ok()) st->http.reset();
+  if (!s.ok()) {
+    st->http.reset();
+    return s;
+  }
+  st->inspector->Start();
   return s;
 }
 
@@ -752,6 +767,7 @@ void Server::Shutdown() {
   for (const auto& c : live) c->AbortAll(st->engine);
   live.clear();
   if (st->http) st->http->Stop();  // running handlers end: their requests were aborted
+  st->inspector->Stop();
   std::unique_lock<std::mutex> lock(st->mu);
   if (!st->drained.wait_for(lock, std::chrono::seconds(30),
                             [&] { return st->in_flight_seqs == 0; }))

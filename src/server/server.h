@@ -8,7 +8,9 @@
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (both also as Server-Sent Events
 // with "stream": true), GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize,
-// POST /detokenize. See docs/server.md for the fields, errors and metric names.
+// POST /detokenize; the web page's GET / (unless webui is off), GET /v1/kvforge/kv and GET
+// /v1/kvforge/history (server/inspector.h). See docs/server.md for the fields, errors and metric
+// names.
 //
 // Requests are parsed and validated on the HTTP worker threads (JSON confined to the codec),
 // chat messages rendered with the chat template and tokenized there, then handed to the engine's
@@ -43,6 +45,8 @@ struct ServerOptions {
   int stream_keepalive_ms = 2000;  // SSE comment sent after this long without output
   int keep_alive_timeout_s = 5;    // idle HTTP keep-alive connections
   int write_timeout_s = 30;        // a client that stops reading is dropped after this long
+  bool webui = true;               // GET / serves the chat playground and KV inspector page
+  int history_interval_ms = 1000;  // the inspector's chart samples (GET /v1/kvforge/history)
 };
 
 class Server {

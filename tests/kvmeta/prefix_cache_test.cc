@@ -133,6 +133,38 @@ struct Harness {
   void Check() {
     ASSERT_TRUE(mgr.CheckInvariants().ok()) << mgr.CheckInvariants().ToString();
     ASSERT_TRUE(cache->CheckInvariants().ok()) << cache->CheckInvariants().ToString();
+    CheckDescribe();
+  }
+
+  // The inspector's view (PrefixCache::Describe): ids unique, parents listed before children,
+  // a child never hit more often than its parent (matches walk from the root), a locked radix
+  // node's parent locked too, and a hash entry per live cached block.
+  void CheckDescribe() {
+    const std::vector<PrefixCacheNode> nodes = cache->Describe(1 << 20);
+    std::map<int64_t, const PrefixCacheNode*> seen;
+    for (const PrefixCacheNode& n : nodes) {
+      ASSERT_GT(n.id, 0);
+      ASSERT_EQ(seen.count(n.id), 0u) << "duplicate id " << n.id;
+      ASSERT_GT(n.tokens, 0);
+      ASSERT_GT(n.blocks, 0);
+      if (n.parent != 0) {
+        auto p = seen.find(n.parent);
+        ASSERT_NE(p, seen.end()) << "node " << n.id << " listed before its parent " << n.parent;
+        EXPECT_GE(p->second->hits, n.hits) << "node " << n.id;
+        if (cache->mode() == PrefixCacheMode::kRadix && n.locked) {
+          EXPECT_TRUE(p->second->locked);
+        }
+      }
+      if (cache->mode() == PrefixCacheMode::kHash) {
+        EXPECT_EQ(n.tokens, bt());
+        EXPECT_EQ(n.blocks, 1);
+      }
+      seen[n.id] = &n;
+    }
+    if (cache->mode() == PrefixCacheMode::kHash) {
+      EXPECT_LE(static_cast<int64_t>(nodes.size()), cache->stats().cached_blocks);
+    }
+    EXPECT_EQ(cache->Describe(2).size(), std::min<size_t>(2, nodes.size()));
   }
 
   BlockManager mgr;

@@ -1,0 +1,154 @@
+// server/inspector_codec.cc — see inspector_codec.h.
+#include "server/inspector_codec.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kvforge::server {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+char UseLetter(KvBlockUse u) {
+  switch (u) {
+    case KvBlockUse::kUsed:
+      return 'U';
+    case KvBlockUse::kShared:
+      return 'S';
+    case KvBlockUse::kCached:
+      return 'C';
+    case KvBlockUse::kFree:
+      break;
+  }
+  return 'F';
+}
+
+json OrNull(double v) { return v < 0 ? json(nullptr) : json(v); }
+
+json PoolJson(const KvSnapshot& s) {
+  int64_t used = 0, shared = 0, cached = 0, free = 0;
+  for (const KvBlockInfo& b : s.blocks) {
+    used += b.use == KvBlockUse::kUsed;
+    shared += b.use == KvBlockUse::kShared;
+    cached += b.use == KvBlockUse::kCached;
+    free += b.use == KvBlockUse::kFree;
+  }
+  return {{"num_blocks", s.num_blocks},
+          {"block_tokens", s.block_tokens},
+          {"bytes_per_block", s.bytes_per_block},
+          {"k_dtype", s.k_dtype},
+          {"v_dtype", s.v_dtype},
+          {"streams", s.num_streams},
+          {"used", used},
+          {"shared", shared},
+          {"cached", cached},
+          {"free", free}};
+}
+
+json BlocksJson(const KvSnapshot& s) {
+  std::string use;
+  use.reserve(s.blocks.size());
+  json request = json::array(), refs = json::array();
+  for (const KvBlockInfo& b : s.blocks) {
+    use.push_back(UseLetter(b.use));
+    request.push_back(b.request_id);
+    refs.push_back(b.ref_count);
+  }
+  return {{"use", use}, {"request", std::move(request)}, {"ref_count", std::move(refs)}};
+}
+
+json PrefixJson(const KvSnapshot& s, const EngineStats& st) {
+  json entries = json::array();
+  for (const KvPrefixEntry& e : s.prefix_entries)
+    entries.push_back({{"id", e.id},
+                       {"parent", e.parent},
+                       {"tokens", e.tokens},
+                       {"blocks", e.blocks},
+                       {"hits", e.hits},
+                       {"locked", e.locked},
+                       {"last_use", e.last_use}});
+  const double rate = st.prefix_cache_query_tokens > 0
+                          ? static_cast<double>(st.prefix_cache_hit_tokens) /
+                                static_cast<double>(st.prefix_cache_query_tokens)
+                          : 0.0;
+  return {{"mode", s.prefix_mode},
+          {"queries", st.prefix_cache_queries},
+          {"query_tokens", st.prefix_cache_query_tokens},
+          {"hit_tokens", st.prefix_cache_hit_tokens},
+          {"hit_rate", rate},
+          {"cached_blocks", st.prefix_cache_blocks},
+          {"evicted_blocks", st.prefix_cache_evicted_blocks},
+          {"entries", std::move(entries)},
+          {"truncated", s.prefix_truncated}};
+}
+
+json RequestsJson(const KvSnapshot& s) {
+  json out = json::array();
+  for (const KvRequestInfo& r : s.requests)
+    out.push_back({{"id", r.id},
+                   {"state", r.state},
+                   {"prompt_tokens", r.prompt_tokens},
+                   {"generated_tokens", r.generated_tokens},
+                   {"cached_tokens", r.cached_tokens},
+                   {"seqs", r.num_seqs},
+                   {"kv_tokens", r.kv_tokens},
+                   {"blocks", r.blocks},
+                   {"bytes", r.bytes},
+                   {"preemptions", r.preemptions},
+                   {"kv_policy", r.kv_policy},
+                   {"kv_evicted_tokens", r.kv_evicted_tokens}});
+  return out;
+}
+
+json StatsJson(const EngineStats& st) {
+  const double frag = st.reserved_slots > 0 ? 1.0 - static_cast<double>(st.live_tokens) /
+                                                        static_cast<double>(st.reserved_slots)
+                                            : 0.0;
+  return {{"running", st.num_running},
+          {"waiting", st.num_waiting},
+          {"swapped", st.num_swapped},
+          {"preemptions", st.num_preemptions},
+          {"kv_usage", st.kv_usage},
+          {"kv_bytes", st.kv_bytes},
+          {"live_tokens", st.live_tokens},
+          {"reserved_slots", st.reserved_slots},
+          {"fragmentation", frag},
+          {"prompt_tokens_total", st.prompt_tokens_total},
+          {"generation_tokens_total", st.generation_tokens_total},
+          {"steps", st.steps},
+          {"kv_compactions", st.kv_compactions}};
+}
+
+}  // namespace
+
+std::string EncodeKvSnapshot(const KvSnapshot& snap, const EngineStats& stats,
+                             const std::string& model_id) {
+  return Dump({{"model", model_id},
+               {"step", snap.step},
+               {"pool", PoolJson(snap)},
+               {"blocks", BlocksJson(snap)},
+               {"prefix_cache", PrefixJson(snap, stats)},
+               {"requests", RequestsJson(snap)},
+               {"stats", StatsJson(stats)}});
+}
+
+std::string EncodeHistory(const std::vector<StatsSample>& samples, double interval_s) {
+  json out = json::array();
+  for (const StatsSample& s : samples)
+    out.push_back({{"t", s.t_s},
+                   {"running", s.running},
+                   {"waiting", s.waiting},
+                   {"swapped", s.swapped},
+                   {"kv_usage", s.kv_usage},
+                   {"prompt_tokens_per_s", s.prompt_tokens_per_s},
+                   {"generation_tokens_per_s", s.generation_tokens_per_s},
+                   {"prefix_hit_rate", OrNull(s.prefix_hit_rate)},
+                   {"ttft_p50_s", OrNull(s.ttft_p50_s)},
+                   {"ttft_p90_s", OrNull(s.ttft_p90_s)},
+                   {"itl_p50_s", OrNull(s.itl_p50_s)},
+                   {"itl_p90_s", OrNull(s.itl_p90_s)}});
+  return Dump({{"interval_s", interval_s}, {"samples", std::move(out)}});
+}
+
+}  // namespace kvforge::server

@@ -49,13 +49,13 @@ json PoolJson(const KvSnapshot& s) {
 json BlocksJson(const KvSnapshot& s) {
   std::string use;
   use.reserve(s.blocks.size());
-  json request = json::array(), refs = json::array();
-  for (const KvBlockInfo& b : s.blocks) {
+  json held = json::array();  // [index, request id, ref count] of every block that is not free
+  for (size_t i = 0; i < s.blocks.size(); ++i) {
+    const KvBlockInfo& b = s.blocks[i];
     use.push_back(UseLetter(b.use));
-    request.push_back(b.request_id);
-    refs.push_back(b.ref_count);
+    if (b.use != KvBlockUse::kFree) held.push_back({i, b.request_id, b.ref_count});
   }
-  return {{"use", use}, {"request", std::move(request)}, {"ref_count", std::move(refs)}};
+  return {{"use", use}, {"held", std::move(held)}};
 }
 
 json PrefixJson(const KvSnapshot& s, const EngineStats& st) {

@@ -14,9 +14,9 @@
 namespace kvforge::server {
 
 // {"step", "pool": {...}, "blocks": {"use": "FUSC..." one letter per block (Free, Used, Shared,
-// Cached), "request": [...], "ref_count": [...]}, "prefix_cache": {...}, "requests": [...],
-// "stats": {...}}. Per-block data goes as strings and arrays, not one object per block, so a
-// 100k-block pool stays a few hundred kilobytes.
+// Cached), "held": [[index, request id, ref count], ...] for the blocks that are not free},
+// "prefix_cache": {...}, "requests": [...], "stats": {...}}. A letter per block and a row per
+// non-free block, not one object per block, so a 100k-block pool costs ~100 KB when idle.
 std::string EncodeKvSnapshot(const KvSnapshot& snap, const EngineStats& stats,
                              const std::string& model_id);
 // {"interval_s", "samples": [{"t", "running", ...}]}; -1 figures (no data) become null.

@@ -5,6 +5,7 @@
 // Also the interval quantile the charts use, against hand-counted histograms.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -39,7 +40,7 @@ TEST(Inspector, PageSnapshotAndHistory) {
   const json& pool = idle.body["pool"];
   const int64_t n = pool["num_blocks"];
   EXPECT_EQ(idle.body["blocks"]["use"].get<std::string>().size(), static_cast<size_t>(n));
-  EXPECT_EQ(idle.body["blocks"]["request"].size(), static_cast<size_t>(n));
+  EXPECT_TRUE(idle.body["blocks"]["held"].empty());
   EXPECT_EQ(pool["free"], n);
   EXPECT_EQ(pool["k_dtype"], "f16");
   EXPECT_EQ(idle.body["stats"]["kv_usage"], 0.0);
@@ -66,8 +67,15 @@ TEST(Inspector, PageSnapshotAndHistory) {
   for (const json& e : second.body["prefix_cache"]["entries"])
     entry_hits += e["hits"].get<int64_t>();
   EXPECT_GT(entry_hits, 0);
-  // The counts add up: every block is one of free, used, shared, cached.
+  // The counts add up: every block is one of free, used, shared, cached; the held rows are the
+  // non-free blocks, each marked so in the use string.
   const json& p2 = second.body["pool"];
+  const std::string use = second.body["blocks"]["use"];
+  EXPECT_EQ(second.body["blocks"]["held"].size(),
+            static_cast<size_t>(n - std::count(use.begin(), use.end(), 'F')));
+  for (const json& row : second.body["blocks"]["held"]) {
+    EXPECT_NE(use[row[0].get<size_t>()], 'F');
+  }
   EXPECT_EQ(p2["free"].get<int64_t>() + p2["used"].get<int64_t>() + p2["shared"].get<int64_t>() +
                 p2["cached"].get<int64_t>(),
             n);

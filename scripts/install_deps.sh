@@ -11,6 +11,7 @@ PACKAGES=(
   libpcre2-dev
   clang libclang-rt-14-dev
   python3-dev pybind11-dev python3-pytest
+  chromium
 )
 
 SUDO=""

@@ -25,6 +25,10 @@ struct KvBlockInfo {
   int32_t seq_refs = 0;        // live sequences whose table holds it
   int64_t request_id = 0;      // the first live request holding it (0: none)
   bool prefix_cached = false;  // the prefix cache knows its content (also when in use)
+  // Cached blocks in hash mode: 0 for the block the next allocation repurposes, 1 the next, ...
+  // (the pool's LRU order); -1 otherwise (radix mode evicts whole leaves by their last use: see
+  // KvPrefixEntry::last_use).
+  int64_t evict_rank = -1;
 };
 
 // A prefix cache entry: a cached block of a hash chain, or a radix tree node (see

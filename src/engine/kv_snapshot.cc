@@ -37,32 +37,83 @@ bool PrefixCached(const kvmeta::BlockPool& pool, const kvmeta::PrefixCache* pc, 
   return pc->HeldRefs(b) > 0;
 }
 
+// The pool's shape and dtypes, and one (free) entry per block.
+void DescribePool(const kvstore::PagedKvCache& cache, KvSnapshot* snap) {
+  const kvmeta::BlockPool& pool = cache.manager().pool();
+  const kvstore::KvStore& store = cache.store();
+  snap->block_tokens = pool.block_tokens();
+  snap->num_blocks = pool.num_blocks();
+  snap->bytes_per_block = store.block_bytes_all_layers();
+  snap->k_dtype = std::string(kvquant::KvDtypeName(store.config().k_dtype));
+  snap->v_dtype = std::string(kvquant::KvDtypeName(store.config().v_dtype));
+  snap->num_streams = store.num_streams();
+  snap->blocks.assign(static_cast<size_t>(snap->num_blocks), KvBlockInfo{});
+}
+
+// Counts the tables of one request's sequences into the blocks' seq_refs; returns how many
+// distinct blocks they hold (swapped-out sequences hold none in the pool).
+int64_t MarkTables(const kvmeta::BlockManager& mgr, const std::vector<int64_t>& seqs,
+                   int64_t request_id, KvSnapshot* snap) {
+  std::unordered_set<int32_t> mine;
+  for (int64_t seq : seqs) {
+    const kvmeta::BlockTable* t = mgr.Find(kvmeta::MakeSeqId(seq));
+    if (t == nullptr) continue;
+    for (kvmeta::BlockId b : t->blocks()) {
+      KvBlockInfo& bi = snap->blocks[static_cast<size_t>(kvmeta::BlockIndex(b))];
+      ++bi.seq_refs;
+      if (bi.request_id == 0) bi.request_id = request_id;
+      mine.insert(kvmeta::BlockIndex(b));
+    }
+  }
+  return static_cast<int64_t>(mine.size());
+}
+
+// Each block's use from its table references and the prefix cache, and the LRU rank of the
+// evictable (hash-mode cached) ones.
+void MarkUses(const kvmeta::BlockPool& pool, const kvmeta::PrefixCache* pc, KvSnapshot* snap) {
+  for (int32_t i = 0; i < pool.num_blocks(); ++i) {
+    const kvmeta::BlockId b = kvmeta::MakeBlockId(i);
+    KvBlockInfo& bi = snap->blocks[static_cast<size_t>(i)];
+    bi.ref_count = pool.RefCount(b);
+    bi.prefix_cached = pool.State(b) != kvmeta::BlockState::kFree && PrefixCached(pool, pc, b);
+    bi.use = bi.seq_refs >= 2   ? KvBlockUse::kShared
+             : bi.seq_refs == 1 ? KvBlockUse::kUsed
+             : bi.prefix_cached ? KvBlockUse::kCached
+                                : KvBlockUse::kFree;
+  }
+  int64_t next = 0;
+  for (kvmeta::BlockId b : pool.EvictionOrder())
+    snap->blocks[static_cast<size_t>(kvmeta::BlockIndex(b))].evict_rank = next++;
+}
+
+void AddPrefixEntries(const kvmeta::PrefixCache* pc, size_t max_entries, KvSnapshot* snap) {
+  if (pc == nullptr) return;
+  snap->prefix_mode = std::string(kvmeta::PrefixCacheModeName(pc->mode()));
+  for (const kvmeta::PrefixCacheNode& n : pc->Describe(max_entries + 1)) {
+    if (snap->prefix_entries.size() == max_entries) {
+      snap->prefix_truncated = true;
+      break;
+    }
+    snap->prefix_entries.push_back(
+        {n.id, n.parent, n.tokens, n.blocks, n.hits, n.locked, n.last_use});
+  }
+}
+
 }  // namespace
 
 KvSnapshot EngineCore::Snapshot(size_t max_prefix_entries) const {
   KvSnapshot snap;
-  const kvmeta::BlockManager& mgr = cache_->manager();
-  const kvmeta::BlockPool& pool = mgr.pool();
-  const kvstore::KvStore& store = cache_->store();
-  const kvmeta::PrefixCache* pc = cache_->prefix_cache();
   snap.step = steps_;
-  snap.block_tokens = pool.block_tokens();
-  snap.num_blocks = pool.num_blocks();
-  snap.bytes_per_block = store.block_bytes_all_layers();
-  snap.k_dtype = std::string(kvquant::KvDtypeName(store.config().k_dtype));
-  snap.v_dtype = std::string(kvquant::KvDtypeName(store.config().v_dtype));
-  snap.num_streams = store.num_streams();
-  snap.blocks.resize(static_cast<size_t>(snap.num_blocks));
-
-  // Requests, running first, and the blocks their live sequences hold.
+  DescribePool(*cache_, &snap);
+  // Requests, running first, then swapped, then waiting.
   std::vector<const Request*> order;
   for (const auto& [id, r] : requests_) order.push_back(r.get());
-  auto rank = [&](const Request* r) {
+  auto queue_rank = [&](const Request* r) {
     const sched::RequestState s = sched_->State(r->id);
     return s == sched::RequestState::kRunning ? 0 : (s == sched::RequestState::kSwapped ? 1 : 2);
   };
   std::sort(order.begin(), order.end(), [&](const Request* a, const Request* b) {
-    return rank(a) != rank(b) ? rank(a) < rank(b) : a->id < b->id;
+    return queue_rank(a) != queue_rank(b) ? queue_rank(a) < queue_rank(b) : a->id < b->id;
   });
   for (const Request* r : order) {
     KvRequestInfo info;
@@ -74,46 +125,15 @@ KvSnapshot EngineCore::Snapshot(size_t max_prefix_entries) const {
     info.kv_evicted_tokens = r->metrics.kv_evicted_tokens;
     info.kv_policy = std::string(KvPolicyName(r->params.kv_policy.value_or(cfg_.kv_policy).kind));
     for (const auto& s : r->seqs) info.generated_tokens += s->n_generated;
-    std::unordered_set<int32_t> mine;
-    for (int64_t seq : sched_->Sequences(r->id)) {
-      ++info.num_seqs;
-      info.kv_tokens += sched_->NumKvSlots(seq);
-      const kvmeta::BlockTable* t = mgr.Find(kvmeta::MakeSeqId(seq));
-      if (t == nullptr) continue;  // swapped out: its blocks are in host memory
-      for (kvmeta::BlockId b : t->blocks()) {
-        KvBlockInfo& bi = snap.blocks[static_cast<size_t>(kvmeta::BlockIndex(b))];
-        ++bi.seq_refs;
-        if (bi.request_id == 0) bi.request_id = r->id;
-        mine.insert(kvmeta::BlockIndex(b));
-      }
-    }
-    info.blocks = static_cast<int64_t>(mine.size());
+    const std::vector<int64_t> seqs = sched_->Sequences(r->id);
+    info.num_seqs = static_cast<int32_t>(seqs.size());
+    for (int64_t seq : seqs) info.kv_tokens += sched_->NumKvSlots(seq);
+    info.blocks = MarkTables(cache_->manager(), seqs, r->id, &snap);
     info.bytes = static_cast<uint64_t>(info.blocks) * snap.bytes_per_block;
     snap.requests.push_back(std::move(info));
   }
-
-  for (int32_t i = 0; i < pool.num_blocks(); ++i) {
-    const kvmeta::BlockId b = kvmeta::MakeBlockId(i);
-    KvBlockInfo& bi = snap.blocks[static_cast<size_t>(i)];
-    bi.ref_count = pool.RefCount(b);
-    bi.prefix_cached = pool.State(b) != kvmeta::BlockState::kFree && PrefixCached(pool, pc, b);
-    bi.use = bi.seq_refs >= 2   ? KvBlockUse::kShared
-             : bi.seq_refs == 1 ? KvBlockUse::kUsed
-             : bi.prefix_cached ? KvBlockUse::kCached
-                                : KvBlockUse::kFree;
-  }
-
-  if (pc != nullptr) {
-    snap.prefix_mode = std::string(kvmeta::PrefixCacheModeName(pc->mode()));
-    for (const kvmeta::PrefixCacheNode& n : pc->Describe(max_prefix_entries + 1)) {
-      if (snap.prefix_entries.size() == max_prefix_entries) {
-        snap.prefix_truncated = true;
-        break;
-      }
-      snap.prefix_entries.push_back(
-          {n.id, n.parent, n.tokens, n.blocks, n.hits, n.locked, n.last_use});
-    }
-  }
+  MarkUses(cache_->manager().pool(), cache_->prefix_cache(), &snap);
+  AddPrefixEntries(cache_->prefix_cache(), max_prefix_entries, &snap);
   return snap;
 }
 

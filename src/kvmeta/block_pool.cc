@@ -63,6 +63,14 @@ int32_t BlockPool::PopFree() {
   return index;
 }
 
+std::vector<BlockId> BlockPool::EvictionOrder() const {
+  std::vector<BlockId> out;
+  out.reserve(static_cast<size_t>(num_evictable_));
+  for (int32_t i = lru_head_; i >= 0; i = meta_[static_cast<size_t>(i)].next)
+    out.push_back(MakeBlockId(i));
+  return out;
+}
+
 void BlockPool::LruPushBack(int32_t index) {
   Meta& m = meta_[static_cast<size_t>(index)];
   m.state = BlockState::kEvictable;

@@ -88,6 +88,8 @@ class BlockPool {
   int32_t EvictAll();
   void SetEvictionListener(EvictionListener listener) { eviction_listener_ = std::move(listener); }
 
+  // The evictable blocks, the one Allocate() repurposes first at the front (LRU order). O(n).
+  std::vector<BlockId> EvictionOrder() const;
   int32_t RefCount(BlockId block) const;
   BlockState State(BlockId block) const;
   bool IsShared(BlockId block) const { return RefCount(block) > 1; }

@@ -49,11 +49,12 @@ json PoolJson(const KvSnapshot& s) {
 json BlocksJson(const KvSnapshot& s) {
   std::string use;
   use.reserve(s.blocks.size());
-  json held = json::array();  // [index, request id, ref count] of every block that is not free
+  // [index, request id, ref count, eviction rank] of every block that is not free.
+  json held = json::array();
   for (size_t i = 0; i < s.blocks.size(); ++i) {
     const KvBlockInfo& b = s.blocks[i];
     use.push_back(UseLetter(b.use));
-    if (b.use != KvBlockUse::kFree) held.push_back({i, b.request_id, b.ref_count});
+    if (b.use != KvBlockUse::kFree) held.push_back({i, b.request_id, b.ref_count, b.evict_rank});
   }
   return {{"use", use}, {"held", std::move(held)}};
 }

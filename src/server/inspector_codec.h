@@ -14,7 +14,8 @@
 namespace kvforge::server {
 
 // {"step", "pool": {...}, "blocks": {"use": "FUSC..." one letter per block (Free, Used, Shared,
-// Cached), "held": [[index, request id, ref count], ...] for the blocks that are not free},
+// Cached), "held": [[index, request id, ref count, eviction rank (-1: none)], ...] for the blocks
+// that are not free},
 // "prefix_cache": {...}, "requests": [...], "stats": {...}}. A letter per block and a row per
 // non-free block, not one object per block, so a 100k-block pool costs ~100 KB when idle.
 std::string EncodeKvSnapshot(const KvSnapshot& snap, const EngineStats& stats,

@@ -1,4 +1,5 @@
-// server/openai_codec.cc — the only TU that includes nlohmann/json (see openai_codec.h).
+// server/openai_codec.cc — the OpenAI API's JSON (nlohmann/json is included here and in
+// inspector_codec.cc only).
 #include "server/openai_codec.h"
 
 #include <algorithm>

@@ -1,12 +1,12 @@
 // server/openai_codec.h — JSON <-> api_types for the OpenAI / vLLM HTTP API.
 //
-// The only TU that includes nlohmann/json is openai_codec.cc; everything here takes and returns
-// plain strings and structs. Parsing is strict about types and lenient about presence: unknown
-// fields are ignored, a JSON null counts as "not given", a field of the wrong type or out of its
-// range is an InvalidArgument naming the field in *param. Bodies must be UTF-8 JSON objects of at
-// most `max_depth` nesting levels; invalid UTF-8 (also in escapes: lone surrogates) is rejected.
-// Encoders never fail: invalid UTF-8 in generated text is written as U+FFFD.
-// Thread-safety: pure functions.
+// nlohmann/json is included by openai_codec.cc (and inspector_codec.cc for the web page) only;
+// everything here takes and returns plain strings and structs. Parsing is strict about types and
+// lenient about presence: unknown fields are ignored, a JSON null counts as "not given", a field of
+// the wrong type or out of its range is an InvalidArgument naming the field in *param. Bodies must
+// be UTF-8 JSON objects of at most `max_depth` nesting levels; invalid UTF-8 (also in escapes: lone
+// surrogates) is rejected. Encoders never fail: invalid UTF-8 in generated text is written as
+// U+FFFD. Thread-safety: pure functions.
 #pragma once
 
 #include <string>

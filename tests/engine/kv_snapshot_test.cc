@@ -134,6 +134,13 @@ TEST_P(KvSnapshotTest, MidRunAndIdleSnapshotsMatchTheEngine) {
   }
   if (!radix) {
     EXPECT_EQ(entry_blocks, c.cached);  // one entry per cached block
+    // Every cached block has a distinct eviction rank 0 .. cached - 1.
+    std::set<int64_t> ranks;
+    for (const KvBlockInfo& b : idle.blocks)
+      if (b.use == KvBlockUse::kCached) ranks.insert(b.evict_rank);
+    EXPECT_EQ(static_cast<int64_t>(ranks.size()), c.cached);
+    EXPECT_EQ(*ranks.begin(), 0);
+    EXPECT_EQ(*ranks.rbegin(), c.cached - 1);
   }
   EXPECT_EQ((*core)->Snapshot(1).prefix_entries.size(), 1u);
   EXPECT_TRUE((*core)->Snapshot(1).prefix_truncated);

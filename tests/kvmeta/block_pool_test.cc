@@ -137,7 +137,8 @@ TEST(BlockPoolTest, AllocatePrefersFreeBlocksThenEvictsLeastRecentlyReleased) {
   pool.SetHash(b, 2);
   pool.Release(b);  // released first: least recently used
   pool.Release(a);
-  pool.Release(c);                 // no hash: free stack
+  pool.Release(c);                                                // no hash: free stack
+  EXPECT_EQ(pool.EvictionOrder(), (std::vector<BlockId>{b, a}));  // what the inspector shows
   EXPECT_EQ(*pool.Allocate(), c);  // the free stack wins over cached content
   EXPECT_TRUE(evicted.empty());
   EXPECT_EQ(*pool.Allocate(), b);  // LRU head
@@ -146,8 +147,10 @@ TEST(BlockPoolTest, AllocatePrefersFreeBlocksThenEvictsLeastRecentlyReleased) {
   EXPECT_EQ(evicted[0].second, 2u);
   EXPECT_FALSE(pool.Hash(b).has_value());
   EXPECT_EQ(pool.RefCount(b), 1);
+  EXPECT_EQ(pool.EvictionOrder(), (std::vector<BlockId>{a}));
   EXPECT_EQ(*pool.Allocate(), a);
   EXPECT_EQ(evicted.size(), 2u);
+  EXPECT_TRUE(pool.EvictionOrder().empty());
   EXPECT_FALSE(pool.Allocate().has_value());
   EXPECT_TRUE(IsOk(pool.CheckInvariants()));
 }

@@ -278,6 +278,10 @@ class PropertyHarness {
     Status s = manager_->CheckInvariants();
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(manager_->num_free_blocks(), ModelFree());
+    // The LRU order the inspector reads: every evictable block once, and only those.
+    const std::vector<BlockId> lru = manager_->pool().EvictionOrder();
+    ASSERT_EQ(static_cast<int32_t>(lru.size()), manager_->pool().num_evictable_blocks());
+    for (BlockId b : lru) ASSERT_EQ(manager_->pool().State(b), BlockState::kEvictable);
     ASSERT_EQ(manager_->num_sequences(), static_cast<int64_t>(model_.size()));
     // Sharing must match exactly: model serial -> physical block and back are both functions.
     std::vector<int32_t> serial_to_block(static_cast<size_t>(next_serial_), -1);

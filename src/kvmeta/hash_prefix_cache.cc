@@ -12,6 +12,7 @@
 // three match what the walk has verified so far. Serial numbers are never reused, so a block id
 // recycled for other content cannot stand in for the parent a child was computed under.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -113,6 +114,7 @@ class HashPrefixCache final : public PrefixCache {
         serial = e->serial;  // computed twice (e.g. same prompt in one batch): keep the first
       } else if (!pool_->Hash(b).has_value()) {
         Info& in = info_[Index(b)];
+        if (in.valid) by_serial_.erase(in.serial);  // the block's old content was rewritten
         in.valid = true;
         in.block = b;
         in.hash = h;
@@ -124,6 +126,7 @@ class HashPrefixCache final : public PrefixCache {
         in.last_use = ++clock_;
         pool_->SetHash(b, h);
         entries_[h] = b;
+        by_serial_[in.serial] = b;
         serial = in.serial;
       } else {
         break;  // the block holds other cached content: stop registering this sequence
@@ -153,18 +156,15 @@ class HashPrefixCache final : public PrefixCache {
 
   // Chains in registration order: a block's parent registered before it, so sorting by serial
   // puts parents first. A block whose parent was evicted can never match again and is left out.
+  // O(max_nodes log n) in registration order (by_serial_), so a large cache costs the engine
+  // thread little per snapshot.
   std::vector<PrefixCacheNode> Describe(size_t max_nodes) const override {
-    std::vector<const Info*> live;
-    for (const auto& [h, b] : entries_) {
-      const Info& in = info_[Index(b)];
-      if (in.valid && in.hash == h && pool_->Hash(b) == h) live.push_back(&in);
-    }
-    std::sort(live.begin(), live.end(),
-              [](const Info* a, const Info* b) { return a->serial < b->serial; });
     std::vector<PrefixCacheNode> out;
     std::unordered_set<uint64_t> listed;
-    for (const Info* in : live) {
+    for (const auto& [serial, b] : by_serial_) {
       if (out.size() >= max_nodes) break;
+      const Info* in = &info_[Index(b)];
+      if (!in->valid || in->serial != serial || pool_->Hash(b) != in->hash) continue;
       if (in->parent_serial != 0 && listed.count(in->parent_serial) == 0) continue;  // orphan
       listed.insert(in->serial);
       PrefixCacheNode n;
@@ -181,6 +181,9 @@ class HashPrefixCache final : public PrefixCache {
   }
 
   Status CheckInvariants() const override {
+    for (const auto& [serial, b] : by_serial_)
+      if (!info_[Index(b)].valid || info_[Index(b)].serial != serial)
+        return Status::Internal("hash cache: a serial names a block that no longer holds it");
     for (const auto& [h, b] : entries_) {
       if (!pool_->Contains(b)) return Status::Internal("hash cache: entry names no block");
       if (pool_->Hash(b) != h) continue;  // stale: the block was rewritten; lookups skip it
@@ -233,6 +236,7 @@ class HashPrefixCache final : public PrefixCache {
     auto it = entries_.find(h);
     if (it != entries_.end() && it->second == b) entries_.erase(it);
     Info& in = info_[Index(b)];
+    if (in.valid) by_serial_.erase(in.serial);
     in.valid = false;
     in.tokens.clear();
     in.salt.clear();
@@ -242,6 +246,7 @@ class HashPrefixCache final : public PrefixCache {
   BlockPool* pool_;
   std::vector<Info> info_;  // [num_blocks]
   std::unordered_map<uint64_t, BlockId> entries_;
+  std::map<uint64_t, BlockId> by_serial_;  // registered blocks by serial (Describe's order)
   std::unordered_map<SeqId, Progress> progress_;
   uint64_t next_serial_ = 0;
   uint64_t clock_ = 0;  // counts attaches and registrations (PrefixCacheNode::last_use)

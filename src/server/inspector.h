@@ -20,10 +20,10 @@
 namespace kvforge::server {
 
 struct InspectorOptions {
-  int interval_ms = 1000;  // one history sample per interval
-  size_t samples = 600;    // history kept (10 minutes at 1 s)
-  size_t max_prefix_entries = 2000;
-  int snapshot_timeout_ms = 2000;  // a step longer than this answers 503
+  int interval_ms = 1000;           // one history sample per interval
+  size_t samples = 600;             // history kept (10 minutes at 1 s)
+  size_t max_prefix_entries = 500;  // the page draws at most 200 lines
+  int snapshot_timeout_ms = 2000;   // a step longer than this answers 503
 };
 
 class Inspector {

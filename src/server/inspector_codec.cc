@@ -60,15 +60,10 @@ json BlocksJson(const KvSnapshot& s) {
 }
 
 json PrefixJson(const KvSnapshot& s, const EngineStats& st) {
+  // Rows, not objects: the columns are named once ("entry_columns").
   json entries = json::array();
   for (const KvPrefixEntry& e : s.prefix_entries)
-    entries.push_back({{"id", e.id},
-                       {"parent", e.parent},
-                       {"tokens", e.tokens},
-                       {"blocks", e.blocks},
-                       {"hits", e.hits},
-                       {"locked", e.locked},
-                       {"last_use", e.last_use}});
+    entries.push_back({e.id, e.parent, e.tokens, e.blocks, e.hits, e.locked, e.last_use});
   const double rate = st.prefix_cache_query_tokens > 0
                           ? static_cast<double>(st.prefix_cache_hit_tokens) /
                                 static_cast<double>(st.prefix_cache_query_tokens)
@@ -80,6 +75,7 @@ json PrefixJson(const KvSnapshot& s, const EngineStats& st) {
           {"hit_rate", rate},
           {"cached_blocks", st.prefix_cache_blocks},
           {"evicted_blocks", st.prefix_cache_evicted_blocks},
+          {"entry_columns", {"id", "parent", "tokens", "blocks", "hits", "locked", "last_use"}},
           {"entries", std::move(entries)},
           {"truncated", s.prefix_truncated}};
 }

@@ -64,8 +64,13 @@ TEST(Inspector, PageSnapshotAndHistory) {
   Reply second = Get(h->url(), "/v1/kvforge/kv");
   EXPECT_GT(second.body["prefix_cache"]["hit_tokens"].get<int64_t>(), hits_before);
   int64_t entry_hits = 0;
-  for (const json& e : second.body["prefix_cache"]["entries"])
-    entry_hits += e["hits"].get<int64_t>();
+  const json& columns = second.body["prefix_cache"]["entry_columns"];
+  ASSERT_EQ(columns.size(), 7u);
+  ASSERT_EQ(columns[4], "hits");
+  for (const json& e : second.body["prefix_cache"]["entries"]) {
+    ASSERT_EQ(e.size(), 7u);
+    entry_hits += e[4].get<int64_t>();
+  }
   EXPECT_GT(entry_hits, 0);
   // The counts add up: every block is one of free, used, shared, cached; the held rows are the
   // non-free blocks, each marked so in the use string.

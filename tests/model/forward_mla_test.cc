@@ -389,6 +389,18 @@ TEST(MoeRouting, PropertiesOnRandomLogits) {
 namespace kvforge::model {
 namespace {
 
+// A small deepseek2 shape for make-model style tests: 128 wide, 4 heads, a 64 + 32 latent row.
+RandomModelSpec SmallDeepseek2(int64_t layers) {
+  RandomModelSpec s;
+  s.arch = "deepseek2";
+  s.dim = 128;
+  s.layers = layers;
+  s.heads = 4;
+  s.kv_lora_rank = 64;
+  s.qk_rope_dim = 32;
+  return s;
+}
+
 // make-model --arch deepseek2 in its forms (q-lora on / off, dense / MoE with V2 or V3 routing,
 // float and quantized weights) loads and matches the oracle; quantized weights (experts included)
 // run through both paths alike.
@@ -407,13 +419,7 @@ TEST(MlaRandomModels, EveryFormMatchesTheOracle) {
                         Form{"v2-moe", 0, 8, false, tensor::DType::kF32, 2e-5},
                         Form{"v3-moe", 32, 8, true, tensor::DType::kF32, 2e-5},
                         Form{"v3-moe-q8_0", 32, 8, true, tensor::DType::kQ8_0, 0.05}}) {
-    RandomModelSpec s;
-    s.arch = "deepseek2";
-    s.dim = 128;
-    s.layers = 3;
-    s.heads = 4;
-    s.kv_lora_rank = 64;
-    s.qk_rope_dim = 32;
+    RandomModelSpec s = SmallDeepseek2(3);
     s.q_lora_rank = f.q_lora;
     s.experts = f.experts;
     s.experts_used = 2;
@@ -450,13 +456,7 @@ TEST(MlaRandomModels, EveryFormMatchesTheOracle) {
 TEST(MlaRandomModels, BlockQuantizedLatentCache) {
   auto vocab = gguf::GgufFile::Open(kvforge::testing::SharedDir() + "/models/stories260K.gguf");
   ASSERT_TRUE(vocab.ok());
-  RandomModelSpec s;
-  s.arch = "deepseek2";
-  s.dim = 128;
-  s.layers = 2;
-  s.heads = 4;
-  s.kv_lora_rank = 64;
-  s.qk_rope_dim = 32;
+  const RandomModelSpec s = SmallDeepseek2(2);
   const std::string path =
       (std::filesystem::temp_directory_path() / "kvf_ds_block_latent.gguf").string();
   ASSERT_TRUE(WriteRandomModel(s, **vocab, path).ok());

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""kvforge against the llama.cpp peer build, side by side in one run (#20's comparison script).
+
+For each shape and weight type it writes one random-weight GGUF with `kvforge make-model` (both
+engines load the same file), then runs every test with both engines, alternating, --rounds
+rounds, the order flipping each round:
+  pp<N>           kvforge bench latency --n-prompt N          | llama-bench -p N -n 0
+  tg<N>           kvforge bench latency --n-gen N             | llama-bench -p 0 -n N
+  tg<N>@d<D>      ... --depth D (prefilled, as llama-bench -d) | llama-bench -n N -d D
+  batched         kvforge bench batched --batches B,...        | llama-batched-bench -npl B,...
+Every kvforge run and every llama-bench run is a warm-up and then --reps repetitions; 2 threads;
+llama.cpp with flash attention (-fa 1). --kv-dtype q8_0 runs both with a q8_0 KV cache
+(llama-bench -ctk q8_0 -ctv q8_0). Prints one markdown row per (shape, weights, test): both
+engines' figures per round, the ratio per round, and the median ratio. Usage:
+  bench/compare_llamacpp.py KVFORGE PEER_DIR [--shapes 110m,1b] [--dtypes f16,q8_0,...]
+      [--tests pp512,tg128,tg64@d2048] [--batches 1,4,8,16,64] [--rounds 3] [--reps 2]
+      [--kv-dtype f16|q8_0] [--json OUT] [--keep]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+SHAPES = {  # the two shapes the issue names
+    "110m": dict(dim=768, layers=12, heads=12, kv_heads=12, ffn=2048),
+    "1b": dict(dim=2048, layers=16, heads=32, kv_heads=8, ffn=8192),
+}
+
+
+def run(cmd):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
+def make_model(kvf, shape, dtype, vocab, out):
+    s = SHAPES[shape]
+    run([kvf, "make-model", "--dim", str(s["dim"]), "--layers", str(s["layers"]), "--heads",
+         str(s["heads"]), "--kv-heads", str(s["kv_heads"]), "--ffn", str(s["ffn"]), "--dtype",
+         dtype, "--ctx", "16384", "--seed", "1", "--vocab-from", vocab, "--out", out])
+
+
+def parse_test(name):
+    """'pp512' -> ('pp', 512, 0); 'tg64@d2048' -> ('tg', 64, 2048)."""
+    body, _, depth = name.partition("@d")
+    kind, n = body[:2], int(body[2:])
+    if kind not in ("pp", "tg"):
+        raise ValueError("a test is ppN, tgN or tgN@dD: " + name)
+    return kind, n, int(depth or 0)
+
+
+def kvforge_test(kvf, model, test, a):
+    kind, n, depth = parse_test(test)
+    cmd = [kvf, "bench", "latency", "--model", model, "--n-prompt", str(n if kind == "pp" else 0),
+           "--n-gen", str(n if kind == "tg" else 0), "--depth", str(depth), "--repetitions",
+           str(a.reps), "--threads", "2", "--kv-dtype", a.kv_dtype, "--no-bandwidth", "--json"]
+    return json.loads(run(cmd))["tests"][0]["tokens_per_s"]
+
+
+def llamacpp_test(peer, model, test, a):
+    kind, n, depth = parse_test(test)
+    p, g = (n, 0) if kind == "pp" else (0, n)
+    cmd = [os.path.join(peer, "llama-bench"), "-m", model, "-t", "2", "-fa", "1", "-p", str(p),
+           "-n", str(g), "-d", str(depth), "-r", str(a.reps), "-o", "json"]
+    if a.kv_dtype != "f16":
+        cmd += ["-ctk", a.kv_dtype, "-ctv", a.kv_dtype]
+    for r in json.loads(run(cmd)):
+        if r["n_prompt"] == p and r["n_gen"] == g:
+            return r["avg_ts"]
+    raise RuntimeError("llama-bench printed no " + test)
+
+
+def kvforge_batched(kvf, model, a):
+    out = run([kvf, "bench", "batched", "--model", model, "--n-prompt", "128", "--n-gen", "64",
+               "--batches", ",".join(map(str, a.batches)), "--threads", "2", "--kv-dtype",
+               a.kv_dtype, "--json"])
+    return {r["batch"]: r["s_tg"] for r in json.loads(out)["results"]}
+
+
+def llamacpp_batched(peer, model, a):
+    cmd = [os.path.join(peer, "llama-batched-bench"), "-m", model, "-t", "2", "-fa", "on", "-kvu",
+           "-c", str(max(a.batches) * 192 + 256), "-b", "2048", "-ub", "512", "-npp", "128",
+           "-ntg", "64", "-npl", ",".join(map(str, a.batches)), "--output-format", "jsonl"]
+    if a.kv_dtype != "f16":
+        cmd += ["-ctk", a.kv_dtype, "-ctv", a.kv_dtype]
+    got = {}
+    for line in run(cmd).splitlines():
+        if line.strip().startswith("{"):
+            r = json.loads(line)
+            got[r["pl"]] = r["speed_tg"]
+    return got
+
+
+def alternate(rounds, first, second):
+    """Calls both thunks `rounds` times, flipping the order each round; (firsts, seconds)."""
+    xs, ys = [], []
+    for r in range(rounds):
+        if r % 2 == 0:
+            xs.append(first())
+            ys.append(second())
+        else:
+            ys.append(second())
+            xs.append(first())
+    return xs, ys
+
+
+def row(shape, dtype, test, k, l, rows):
+    ratios = [x / y for x, y in zip(k, l)]
+    med = statistics.median(ratios)
+    print(f"| {shape} | {dtype} | {test} | {', '.join(f'{v:.1f}' for v in k)} | "
+          f"{', '.join(f'{v:.1f}' for v in l)} | {', '.join(f'{r:.2f}' for r in ratios)} | "
+          f"{med:.2f}x |", flush=True)
+    rows.append(dict(shape=shape, weights=dtype, test=test, kvforge=k, llamacpp=l,
+                     ratios=ratios, median_ratio=med))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kvforge")
+    ap.add_argument("peer")
+    ap.add_argument("--shapes", default="110m,1b")
+    ap.add_argument("--dtypes", default="f32,f16,bf16,q8_0,q4_0,q4_k,q6_k")
+    ap.add_argument("--tests", default="pp512,tg128,tg64@d2048,tg64@d8192")
+    ap.add_argument("--batches", default="1,4,8,16,64", help="empty: no batched test")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--kv-dtype", default="f16", choices=["f16", "q8_0"])
+    ap.add_argument("--vocab-from", default="tests/data/tokenizer-tests/ggml-vocab-llama-spm.gguf")
+    ap.add_argument("--dir", default="/tmp")
+    ap.add_argument("--json", default="", help="also write every figure to this file")
+    ap.add_argument("--keep", action="store_true", help="keep the written models")
+    a = ap.parse_args()
+    a.batches = [int(x) for x in a.batches.split(",") if x]
+    tests = [t for t in a.tests.split(",") if t]
+    for t in tests:
+        parse_test(t)  # fail before any work on a bad name
+    print(f"kvforge vs llama.cpp ({a.peer}), {a.rounds} rounds alternating, KV {a.kv_dtype}, "
+          "2 threads")
+    print("| shape | weights | test | kvforge t/s (rounds) | llama.cpp t/s (rounds) | "
+          "ratio per round | median ratio |")
+    print("|---|---|---|---|---|---|---|")
+    rows = []
+    for shape in a.shapes.split(","):
+        for dtype in a.dtypes.split(","):
+            model = os.path.join(a.dir, f"compare-{shape}-{dtype}.gguf")
+            if not os.path.exists(model):
+                make_model(a.kvforge, shape, dtype, a.vocab_from, model)
+            for test in tests:
+                k, l = alternate(a.rounds, lambda t=test: kvforge_test(a.kvforge, model, t, a),
+                                 lambda t=test: llamacpp_test(a.peer, model, t, a))
+                row(shape, dtype, test, k, l, rows)
+            if a.batches:
+                k, l = alternate(a.rounds, lambda: kvforge_batched(a.kvforge, model, a),
+                                 lambda: llamacpp_batched(a.peer, model, a))
+                for b in a.batches:
+                    row(shape, dtype, f"S_TG B={b}", [r[b] for r in k], [r[b] for r in l], rows)
+            if not a.keep:
+                os.remove(model)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(rounds=a.rounds, kv_dtype=a.kv_dtype, rows=rows), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

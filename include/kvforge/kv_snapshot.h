@@ -1,6 +1,6 @@
 // kvforge/kv_snapshot.h — a point-in-time picture of an engine's KV cache for inspectors (the
 // server's web page, GET /v1/kvforge/kv): every block's use, the prefix cache's entries, and the
-// requests holding KV. Taken on the engine thread between two steps (AsyncEngine::KvSnapshot),
+// requests holding KV. Taken on the engine thread between two steps (AsyncEngine::KvCacheSnapshot),
 // so it is consistent: the blocks of the requests listed are the blocks marked used.
 // Plain data; a new KV part (a tier, a policy's state) adds a section here and its JSON in the
 // server's inspector codec, nothing else.

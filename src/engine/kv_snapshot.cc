@@ -3,6 +3,7 @@
 // scheduler; changes nothing. O(blocks + requests' blocks + prefix entries).
 #include <algorithm>
 #include <unordered_set>
+#include <utility>
 
 #include "engine/engine_core.h"
 #include "kvforge/kv_policy.h"
@@ -27,6 +28,10 @@ const char* StateName(sched::RequestState s) {
       break;
   }
   return "finished";
+}
+
+int QueueRank(sched::RequestState s) {
+  return s == sched::RequestState::kRunning ? 0 : (s == sched::RequestState::kSwapped ? 1 : 2);
 }
 
 // Which blocks the prefix cache knows the content of: hash mode marks them in the pool (a hash
@@ -105,20 +110,17 @@ KvSnapshot EngineCore::Snapshot(size_t max_prefix_entries) const {
   KvSnapshot snap;
   snap.step = steps_;
   DescribePool(*cache_, &snap);
-  // Requests, running first, then swapped, then waiting.
-  std::vector<const Request*> order;
-  for (const auto& [id, r] : requests_) order.push_back(r.get());
-  auto queue_rank = [&](const Request* r) {
-    const sched::RequestState s = sched_->State(r->id);
-    return s == sched::RequestState::kRunning ? 0 : (s == sched::RequestState::kSwapped ? 1 : 2);
-  };
-  std::sort(order.begin(), order.end(), [&](const Request* a, const Request* b) {
-    return queue_rank(a) != queue_rank(b) ? queue_rank(a) < queue_rank(b) : a->id < b->id;
+  // Requests, running first, then swapped, then waiting, by id within each.
+  std::vector<std::pair<sched::RequestState, const Request*>> order;
+  for (const auto& [id, r] : requests_) order.emplace_back(sched_->State(id), r.get());
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    const int ra = QueueRank(a.first), rb = QueueRank(b.first);
+    return ra != rb ? ra < rb : a.second->id < b.second->id;
   });
-  for (const Request* r : order) {
+  for (const auto& [state, r] : order) {
     KvRequestInfo info;
     info.id = r->id;
-    info.state = StateName(sched_->State(r->id));
+    info.state = StateName(state);
     info.prompt_tokens = static_cast<int64_t>(r->prompt.size());
     info.cached_tokens = std::max<int64_t>(0, sched_->NumCachedTokens(r->id));
     info.preemptions = r->metrics.num_preemptions;

@@ -100,13 +100,14 @@ struct AsyncEngine::Impl {
   std::atomic<int64_t> next_id{1};
   // KV snapshots: callers take a ticket; the engine thread serves every ticket up to
   // snapshot_wanted with one snapshot between two steps (nothing is done while nobody asks).
-  uint64_t snapshot_wanted = 0;                // guarded by mu
-  uint64_t snapshot_made = 0;                  // guarded by mu
-  size_t snapshot_max_prefix = 0;              // guarded by mu
-  std::shared_ptr<const KvSnapshot> snapshot;  // guarded by mu
-  EngineStats snapshot_stats;                  // guarded by mu: stats when it was taken
+  uint64_t snapshot_wanted = 0;    // guarded by mu
+  uint64_t snapshot_made = 0;      // guarded by mu
+  size_t snapshot_max_prefix = 0;  // guarded by mu
+  KvSnapshot snapshot;             // guarded by mu
+  EngineStats snapshot_stats;      // guarded by mu: `stats` when it was taken
   std::condition_variable snapshot_cv;
 
+  // Called right after `stats` was refreshed, with no step in between.
   void ServeSnapshot() {
     uint64_t want = 0;
     size_t max_prefix = 0;
@@ -116,12 +117,11 @@ struct AsyncEngine::Impl {
       want = snapshot_wanted;
       max_prefix = snapshot_max_prefix;
     }
-    auto snap = std::make_shared<const KvSnapshot>(core->Snapshot(max_prefix));
-    const EngineStats now = core->Stats();
+    KvSnapshot snap = core->Snapshot(max_prefix);  // outside the lock: callers keep submitting
     {
       std::lock_guard<std::mutex> lock(mu);
       snapshot = std::move(snap);
-      snapshot_stats = now;
+      snapshot_stats = stats;
       snapshot_made = want;
     }
     snapshot_cv.notify_all();
@@ -268,7 +268,7 @@ Result<KvSnapshot> AsyncEngine::KvCacheSnapshot(size_t max_prefix_entries, int t
                                " ms (a long step is running)");
   if (impl_->snapshot_made < ticket) return Status::Unavailable("the engine is shutting down");
   if (stats != nullptr) *stats = impl_->snapshot_stats;
-  return *impl_->snapshot;
+  return impl_->snapshot;
 }
 
 EngineStats AsyncEngine::Stats() const {

@@ -154,10 +154,9 @@ class HashPrefixCache final : public PrefixCache {
   }
   int32_t HeldRefs(BlockId) const override { return 0; }
 
-  // Chains in registration order: a block's parent registered before it, so sorting by serial
-  // puts parents first. A block whose parent was evicted can never match again and is left out.
-  // O(max_nodes log n) in registration order (by_serial_), so a large cache costs the engine
-  // thread little per snapshot.
+  // Blocks in registration order (by_serial_): a block's parent registered before it, so parents
+  // come first. A block whose parent was evicted can never match again and is left out. Stops at
+  // max_nodes, so a large cache costs the engine thread little per snapshot.
   std::vector<PrefixCacheNode> Describe(size_t max_nodes) const override {
     std::vector<PrefixCacheNode> out;
     std::unordered_set<uint64_t> listed;

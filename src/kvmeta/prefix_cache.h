@@ -94,8 +94,8 @@ class PrefixCache {
   virtual void Clear() = 0;
 
   virtual PrefixCacheStats stats() const = 0;
-  // At most `max_nodes` entries, parents before children, for inspection (the web page).
-  // O(entries); engine thread only, like everything else here.
+  // At most `max_nodes` entries, parents before children, for inspection (the web page). Stops
+  // once max_nodes are listed; engine thread only, like everything else here.
   virtual std::vector<PrefixCacheNode> Describe(size_t max_nodes) const = 0;
   // References the cache itself holds on `b` (radix mode), for BlockManager::CheckInvariants.
   virtual int32_t HeldRefs(BlockId b) const = 0;

@@ -8,6 +8,49 @@
 #include "server/webui_asset.h"
 
 namespace kvforge::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The counters one chart sample is the difference of.
+struct Reading {
+  EngineStats stats;
+  Histogram::Snapshot ttft, itl;
+  Clock::time_point t;
+};
+
+Reading Read(const AsyncEngine& engine, const Histogram& ttft, const Histogram& itl) {
+  return {engine.Stats(), ttft.Get(), itl.Get(), Clock::now()};
+}
+
+// The sample for the interval between two readings; t_s stamps it.
+StatsSample MakeSample(const Reading& before, const Reading& now, double t_s) {
+  const EngineStats &b = before.stats, &n = now.stats;
+  StatsSample s;
+  s.t_s = t_s;
+  s.running = n.num_running;
+  s.waiting = n.num_waiting;
+  s.swapped = n.num_swapped;
+  s.kv_usage = n.kv_usage;
+  const double dt_s = std::chrono::duration<double>(now.t - before.t).count();
+  if (dt_s > 0) {
+    s.prompt_tokens_per_s =
+        static_cast<double>(n.prompt_tokens_total - b.prompt_tokens_total) / dt_s;
+    s.generation_tokens_per_s =
+        static_cast<double>(n.generation_tokens_total - b.generation_tokens_total) / dt_s;
+  }
+  const int64_t asked = n.prefix_cache_query_tokens - b.prefix_cache_query_tokens;
+  if (asked > 0)
+    s.prefix_hit_rate = static_cast<double>(n.prefix_cache_hit_tokens - b.prefix_cache_hit_tokens) /
+                        static_cast<double>(asked);
+  s.ttft_p50_s = IntervalQuantile(before.ttft, now.ttft, 0.5);
+  s.ttft_p90_s = IntervalQuantile(before.ttft, now.ttft, 0.9);
+  s.itl_p50_s = IntervalQuantile(before.itl, now.itl, 0.5);
+  s.itl_p90_s = IntervalQuantile(before.itl, now.itl, 0.9);
+  return s;
+}
+
+}  // namespace
 
 Inspector::Inspector(AsyncEngine* engine, const Histogram* ttft, const Histogram* itl,
                      std::string model_id, const InspectorOptions& options)
@@ -34,53 +77,14 @@ void Inspector::Stop() {
   if (sampler_.joinable()) sampler_.join();
 }
 
-StatsSample Inspector::MakeSample(double t_s, double dt_s, const EngineStats& before,
-                                  const EngineStats& now, const Histogram::Snapshot& ttft_before,
-                                  const Histogram::Snapshot& ttft_now,
-                                  const Histogram::Snapshot& itl_before,
-                                  const Histogram::Snapshot& itl_now) {
-  StatsSample s;
-  s.t_s = t_s;
-  s.running = now.num_running;
-  s.waiting = now.num_waiting;
-  s.swapped = now.num_swapped;
-  s.kv_usage = now.kv_usage;
-  if (dt_s > 0) {
-    s.prompt_tokens_per_s =
-        static_cast<double>(now.prompt_tokens_total - before.prompt_tokens_total) / dt_s;
-    s.generation_tokens_per_s =
-        static_cast<double>(now.generation_tokens_total - before.generation_tokens_total) / dt_s;
-  }
-  const int64_t asked = now.prefix_cache_query_tokens - before.prefix_cache_query_tokens;
-  if (asked > 0)
-    s.prefix_hit_rate =
-        static_cast<double>(now.prefix_cache_hit_tokens - before.prefix_cache_hit_tokens) /
-        static_cast<double>(asked);
-  s.ttft_p50_s = IntervalQuantile(ttft_before, ttft_now, 0.5);
-  s.ttft_p90_s = IntervalQuantile(ttft_before, ttft_now, 0.9);
-  s.itl_p50_s = IntervalQuantile(itl_before, itl_now, 0.5);
-  s.itl_p90_s = IntervalQuantile(itl_before, itl_now, 0.9);
-  return s;
-}
-
 void Inspector::Sample() {
-  using Clock = std::chrono::steady_clock;
-  EngineStats before = engine_->Stats();
-  Histogram::Snapshot ttft_before = ttft_->Get(), itl_before = itl_->Get();
-  Clock::time_point t_before = Clock::now();
+  Reading before = Read(*engine_, *ttft_, *itl_);
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, std::chrono::milliseconds(opts_.interval_ms), [&] { return stop_; })) {
     lock.unlock();
-    const EngineStats now = engine_->Stats();
-    const Histogram::Snapshot ttft_now = ttft_->Get(), itl_now = itl_->Get();
-    const Clock::time_point t_now = Clock::now();
-    history_.Add(MakeSample(std::chrono::duration<double>(t_now - started_).count(),
-                            std::chrono::duration<double>(t_now - t_before).count(), before, now,
-                            ttft_before, ttft_now, itl_before, itl_now));
+    const Reading now = Read(*engine_, *ttft_, *itl_);
+    history_.Add(MakeSample(before, now, std::chrono::duration<double>(now.t - started_).count()));
     before = now;
-    ttft_before = ttft_now;
-    itl_before = itl_now;
-    t_before = t_now;
     lock.lock();
   }
 }

@@ -42,13 +42,6 @@ class Inspector {
   HttpResponse KvSnapshot(const HttpRequest& req) const;
   HttpResponse History(const HttpRequest& req) const;
 
-  // One sample from two readings of the counters `dt_s` apart (exposed for tests).
-  static StatsSample MakeSample(double t_s, double dt_s, const EngineStats& before,
-                                const EngineStats& now, const Histogram::Snapshot& ttft_before,
-                                const Histogram::Snapshot& ttft_now,
-                                const Histogram::Snapshot& itl_before,
-                                const Histogram::Snapshot& itl_now);
-
  private:
   void Sample();
 

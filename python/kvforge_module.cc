@@ -194,6 +194,27 @@ py::dict StatsDict(const EngineStats& s) {
   d["prefix_cache_hit_tokens"] = s.prefix_cache_hit_tokens;
   d["prefix_cache_evicted_blocks"] = s.prefix_cache_evicted_blocks;
   d["prefix_cache_blocks"] = s.prefix_cache_blocks;
+  d["kv_offload"] = s.kv_offload;
+  d["kv_offload_loaded_tokens"] = s.kv_offload_loaded_tokens;
+  d["kv_offload_loaded_chunks"] = s.kv_offload_loaded_chunks;
+  d["kv_offload_stored_chunks"] = s.kv_offload_stored_chunks;
+  d["kv_offload_rejected_chunks"] = s.kv_offload_rejected_chunks;
+  d["kv_offload_dropped_writes"] = s.kv_offload_dropped_writes;
+  py::list tiers;
+  for (const KvTierStats& t : s.kv_tiers) {
+    py::dict td;
+    td["name"] = t.name;
+    td["capacity_bytes"] = t.capacity_bytes;
+    td["used_bytes"] = t.used_bytes;
+    td["chunks"] = t.chunks;
+    td["hits"] = t.hits;
+    td["misses"] = t.misses;
+    td["puts"] = t.puts;
+    td["evictions"] = t.evictions;
+    td["errors"] = t.errors;
+    tiers.append(std::move(td));
+  }
+  d["kv_tiers"] = std::move(tiers);
   return d;
 }
 

@@ -12,6 +12,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   python3-dev pybind11-dev python3-pytest
   chromium
+  libzstd-dev liblz4-dev libxxhash-dev libhiredis-dev redis-server
 )
 
 SUDO=""

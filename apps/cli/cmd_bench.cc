@@ -37,7 +37,47 @@ struct ThroughputResult {
   int64_t steps = 0, prefix_deferrals = 0;
   int64_t max_running = 0;  // most sequences in one step
   int64_t kv_evicted_tokens = 0;
+  // KV offload (all zero without tiers): prompt tokens loaded from a tier instead of computed,
+  // and each tier's counters.
+  int64_t offload_loaded_tokens = 0, offload_rejected_chunks = 0, offload_dropped_writes = 0;
+  std::vector<KvTierStats> tiers;
   double output_tps() const { return output_tokens / duration_s; }
+  std::string TiersJson() const {
+    std::string out = "[";
+    for (size_t i = 0; i < tiers.size(); ++i) {
+      const KvTierStats& t = tiers[i];
+      const int64_t asked = t.hits + t.misses;
+      out += StrFormat(
+          "%s{\"name\":\"%s\",\"hits\":%lld,\"misses\":%lld,\"hit_rate\":%.4f,\"puts\":%lld,"
+          "\"evictions\":%lld,\"errors\":%lld,\"used_bytes\":%llu,\"bytes_in\":%llu,"
+          "\"bytes_out\":%llu,\"get_mean_ms\":%.3f}",
+          i ? "," : "", t.name.c_str(), (long long)t.hits, (long long)t.misses,
+          asked ? static_cast<double>(t.hits) / static_cast<double>(asked) : 0.0, (long long)t.puts,
+          (long long)t.evictions, (long long)t.errors, (unsigned long long)t.used_bytes,
+          (unsigned long long)t.bytes_in, (unsigned long long)t.bytes_out,
+          t.get_latency.count ? 1e3 * t.get_latency.sum_seconds / t.get_latency.count : 0.0);
+    }
+    return out + "]";
+  }
+  // One line per engine with tiers: where the prompt tokens came from.
+  std::string TiersText() const {
+    if (tiers.empty()) return "";
+    std::string out = StrFormat(
+        "%-10s kv offload: %lld prompt tokens loaded (%.1f%% of prompt tokens), %lld refused "
+        "chunks, %lld dropped writes;",
+        mode.c_str(), (long long)offload_loaded_tokens,
+        prompt_tokens ? 100.0 * static_cast<double>(offload_loaded_tokens) /
+                            static_cast<double>(prompt_tokens)
+                      : 0.0,
+        (long long)offload_rejected_chunks, (long long)offload_dropped_writes);
+    for (const KvTierStats& t : tiers) {
+      const int64_t asked = t.hits + t.misses;
+      out += StrFormat(
+          " %s %lld/%lld hits (%.1f%%)", t.name.c_str(), (long long)t.hits, (long long)asked,
+          asked ? 100.0 * static_cast<double>(t.hits) / static_cast<double>(asked) : 0.0);
+    }
+    return out + "\n";
+  }
   std::string ToJson() const {
     return StrFormat(
         "{\"requests\":%lld,\"duration_s\":%.3f,\"requests_per_s\":%.3f,\"output_tokens_per_s\":%."
@@ -46,13 +86,17 @@ struct ThroughputResult {
         "\"ttft_ms\":%s,\"itl_ms\":%s,\"e2e_ms\":%s,\"preemptions\":%lld,\"kv_utilization\":%.4f,"
         "\"prefix_cache\":\"%s\",\"prefix_hit_rate\":%.4f,\"cached_tokens\":%lld,"
         "\"prefix_evicted_blocks\":%lld,\"steps\":%lld,\"prefix_deferrals\":%lld,"
-        "\"max_running\":%lld,\"kv_evicted_tokens\":%lld}",
+        "\"max_running\":%lld,\"kv_evicted_tokens\":%lld,\"kv_offload_loaded_tokens\":%lld,"
+        "\"kv_offload_rejected_chunks\":%lld,\"kv_offload_dropped_writes\":%lld,"
+        "\"kv_tiers\":%s}",
         (long long)requests, duration_s, requests / duration_s, output_tokens / duration_s,
         (prompt_tokens + output_tokens) / duration_s, (long long)prompt_tokens,
         (long long)output_tokens, ttft.ToJson().c_str(), itl.ToJson().c_str(), e2e.ToJson().c_str(),
         (long long)preemptions, kv_utilization, prefix_caching ? "on" : "off", prefix_hit_rate,
         (long long)cached_tokens, (long long)prefix_evicted_blocks, (long long)steps,
-        (long long)prefix_deferrals, (long long)max_running, (long long)kv_evicted_tokens);
+        (long long)prefix_deferrals, (long long)max_running, (long long)kv_evicted_tokens,
+        (long long)offload_loaded_tokens, (long long)offload_rejected_chunks,
+        (long long)offload_dropped_writes, TiersJson().c_str());
   }
 };
 
@@ -148,6 +192,10 @@ Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSp
   r.prefix_evicted_blocks = st.prefix_cache_evicted_blocks;
   r.steps = st.steps;
   r.prefix_deferrals = st.prefix_deferrals;
+  r.offload_loaded_tokens = st.kv_offload_loaded_tokens;
+  r.offload_rejected_chunks = st.kv_offload_rejected_chunks;
+  r.offload_dropped_writes = st.kv_offload_dropped_writes;
+  r.tiers = st.kv_tiers;
   return r;
 }
 
@@ -194,6 +242,7 @@ int ThroughputMain(const Args& args) {
   p.AddAlias("preemption-mode", "preemption");
   p.AddBool("contiguous-kv", &contiguous, "baseline: reserve max-model-len slots per sequence");
   AddKvFlags(p, &kv);
+  AddOffloadFlags(p, &kv);
   p.AddBool("compare-kv-policy", &compare_kv,
             "run full KV and --kv-policy on the same workload (full, policy, full, policy), print "
             "the ratio of each mode's mean throughput and the most running sequences");
@@ -342,6 +391,7 @@ int ThroughputMain(const Args& args) {
           r.output_tps(), (r.prompt_tokens + r.output_tokens) / r.duration_s, r.ttft.mean,
           r.ttft.p50, r.ttft.p90, r.ttft.p99, r.itl.p50, r.itl.p90, r.itl.p99,
           (long long)r.preemptions, 100 * r.kv_utilization, 100 * r.prefix_hit_rate);
+    for (const auto& r : results) std::printf("%s", r.TiersText().c_str());
     if (compare)
       std::printf("continuous / static output tokens/s: %.2fx\n",
                   results[1].output_tps() / results[0].output_tps());

@@ -82,6 +82,7 @@ int ServeMain(const Args& args) {
             "/v1/kvforge/kv and /v1/kvforge/history stay)");
   KvFlags kv;
   AddKvFlags(p, &kv);
+  AddOffloadFlags(p, &kv);
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (port < 0 || port > 65535) {
     std::fprintf(stderr, "kvforge: --port must be in 0..65535\n");

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "base/strings.h"
 #include "kvforge/config_names.h"
 #include "kvforge/kv_policy.h"
 
@@ -39,6 +40,41 @@ void AddKvFlags(FlagParser& p, KvFlags* f) {
               "decompressed) or auto (the cheaper per chunk; default)");
 }
 
+void AddOffloadFlags(FlagParser& p, KvFlags* f) {
+  f->offload_flags = true;
+  p.AddSize("kv-offload-ram", &f->offload_ram,
+            "KV offload: host-RAM tier for cached prefixes, e.g. 8GiB (default off)");
+  p.AddString("kv-offload-disk", &f->offload_disk,
+              "KV offload: disk tier directory, DIR or DIR:SIZE (default size 8GiB; off)");
+  p.AddInt("kv-offload-chunk", &f->offload_chunk,
+           "KV offload: tokens per chunk, a multiple of the block size (256)");
+  p.AddString("kv-offload-compression", &f->offload_compression,
+              "KV offload: chunk compression, none | lz4 | zstd (lz4)");
+}
+
+namespace {
+
+Status ApplyOffloadFlags(const KvFlags& f, EngineConfig* config) {
+  config->kv_offload_ram_bytes = f.offload_ram;
+  config->kv_offload_chunk_tokens = f.offload_chunk;
+  KVF_RETURN_IF_ERROR(SetConfigField(config, "kv_offload_compression", f.offload_compression)
+                          .WithContext("--kv-offload-compression"));
+  std::string dir = f.offload_disk;
+  if (const size_t colon = dir.rfind(':'); colon != std::string::npos) {
+    const std::string size = dir.substr(colon + 1);
+    if (!base::ParseByteSize(size, &config->kv_offload_disk_bytes) ||
+        config->kv_offload_disk_bytes == 0)
+      return Status::InvalidArgument("--kv-offload-disk: bad size '" + size +
+                                     "' (DIR:SIZE, e.g. /var/cache/kv:50GiB)");
+    dir.resize(colon);
+    if (dir.empty()) return Status::InvalidArgument("--kv-offload-disk: empty directory");
+  }
+  config->kv_offload_disk = dir;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
   KVF_RETURN_IF_ERROR(SetConfigField(config, "kv_cache_dtype", f.dtype).WithContext("--kv-dtype"));
   if (!f.k_dtype.empty())
@@ -61,6 +97,7 @@ Status ApplyKvFlags(const KvFlags& f, EngineConfig* config) {
       {"kv_pyramid_beta", &f.pyramid_beta},
       {"kv_heads", &f.heads},
   };
+  if (f.offload_flags) KVF_RETURN_IF_ERROR(ApplyOffloadFlags(f, config));
   for (const auto& [name, text] : policy_fields) {
     if (text->empty()) continue;
     std::string flag = std::string("--") + name;

@@ -3,7 +3,9 @@
 //   --kv-scales (FP8: "calibrate" or a scales file), --kv-scales-per-head, --kv-turbo-qjl (turbo
 //   keys in the TurboQuant-prod format), and KV eviction: --kv-policy NAME --kv-budget B with the
 //   method's parameters --kv-sinks, --kv-window, --kv-pool-kernel, --kv-pyramid-beta; and
-//   --mla-attention (deepseek2: absorbed, naive or auto).
+//   --mla-attention (deepseek2: absorbed, naive or auto). The KV offload tiers (--kv-offload-ram
+//   SIZE, --kv-offload-disk DIR[:SIZE], --kv-offload-chunk TOKENS, --kv-offload-compression) are
+//   a separate group, for the commands that run the batched engine (serve, bench throughput).
 #pragma once
 
 #include <string>
@@ -24,9 +26,16 @@ struct KvFlags {
   std::string policy = "none";
   std::string budget, sinks, window, pool_kernel, pyramid_beta, heads;
   std::string mla_attention = "auto";
+  // KV offload tiers (docs/kv_cache.md#tiers); applied only when AddOffloadFlags added them.
+  bool offload_flags = false;
+  uint64_t offload_ram = 0;
+  std::string offload_disk;  // DIR or DIR:SIZE
+  int64_t offload_chunk = 256;
+  std::string offload_compression = "lz4";
 };
 
 void AddKvFlags(FlagParser& p, KvFlags* f);
+void AddOffloadFlags(FlagParser& p, KvFlags* f);
 // Sets the config's KV fields from the flags' text (kInvalidArgument names a bad dtype).
 Status ApplyKvFlags(const KvFlags& f, EngineConfig* config);
 

@@ -38,6 +38,8 @@ enum class PrefixCacheMode : uint8_t { kHash, kRadix };  // vLLM-style hashes | 
 // auto: per sequence chunk, the form with less arithmetic (absorbed for decode, naive for long
 // prefill chunks). Other models ignore it.
 enum class MlaAttentionMode : uint8_t { kAuto, kAbsorbed, kNaive };
+// How offloaded KV chunks are compressed (docs/kv_cache.md#tiers).
+enum class KvOffloadCompression : uint8_t { kNone, kLz4, kZstd };
 
 struct EngineConfig {
   // --- model and threads ------------------------------------------------------------------
@@ -87,6 +89,15 @@ struct EngineConfig {
   // --- prefix caching (docs/kv_cache.md) ------------------------------------------------------
   bool enable_prefix_caching = true;
   PrefixCacheMode prefix_cache_mode = PrefixCacheMode::kHash;
+
+  // --- KV offload tiers (docs/kv_cache.md#tiers): KV of cached prefixes is also written, in
+  // chunks, to these tiers below the pool and loaded back on a later hit. Needs prefix caching
+  // (hash mode). All off by default ------------------------------------------------------------
+  uint64_t kv_offload_ram_bytes = 0;            // host-RAM tier capacity (0: no RAM tier)
+  std::string kv_offload_disk;                  // disk tier directory ("": no disk tier)
+  uint64_t kv_offload_disk_bytes = 8ull << 30;  // disk tier capacity
+  int64_t kv_offload_chunk_tokens = 256;        // tokens per chunk (a multiple of block_size)
+  KvOffloadCompression kv_offload_compression = KvOffloadCompression::kLz4;
 
   // --- KV eviction (docs/kv_cache.md#eviction): every request's default; a request may set its
   // own (SamplingParams::kv_policy) --------------------------------------------------------------

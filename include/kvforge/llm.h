@@ -25,6 +25,7 @@
 #include "kvforge/engine_config.h"
 #include "kvforge/finish_reason.h"
 #include "kvforge/kv_snapshot.h"
+#include "kvforge/kv_tier_stats.h"
 #include "kvforge/sampling_params.h"
 #include "kvforge/status.h"
 
@@ -91,6 +92,16 @@ struct EngineStats {
   int64_t prefix_cache_blocks = 0;
   int64_t prefix_deferrals = 0;  // admissions held back for a prefix another request computes
   int64_t kv_compactions = 0;    // KV eviction compactions applied
+  // KV offload tiers (docs/kv_cache.md#tiers; zeros and no tiers when off): prompt tokens whose KV
+  // was loaded from a tier, chunks loaded, queued for writing, refused on load (corrupt, foreign)
+  // and dropped for want of queue room; then each tier's own counters, fastest first.
+  bool kv_offload = false;
+  int64_t kv_offload_loaded_tokens = 0;
+  int64_t kv_offload_loaded_chunks = 0;
+  int64_t kv_offload_stored_chunks = 0;
+  int64_t kv_offload_rejected_chunks = 0;
+  int64_t kv_offload_dropped_writes = 0;
+  std::vector<KvTierStats> kv_tiers;
 };
 
 // Called on the engine thread with each request's progress; the last call has finished = true.

@@ -40,6 +40,8 @@ constexpr SchedulingPolicy kPolicies[] = {SchedulingPolicy::kFcfs, SchedulingPol
 constexpr PrefixCacheMode kPrefixModes[] = {PrefixCacheMode::kHash, PrefixCacheMode::kRadix};
 constexpr MlaAttentionMode kMlaModes[] = {MlaAttentionMode::kAuto, MlaAttentionMode::kAbsorbed,
                                           MlaAttentionMode::kNaive};
+constexpr KvOffloadCompression kOffloadCompression[] = {
+    KvOffloadCompression::kNone, KvOffloadCompression::kLz4, KvOffloadCompression::kZstd};
 
 // --- the field table ----------------------------------------------------------------------------
 
@@ -281,6 +283,14 @@ std::vector<ConfigField> MakeFields() {
       Bool("enable_prefix_caching", &C::enable_prefix_caching, "reuse KV of cached prefixes"),
       Choice("prefix_cache_mode", &C::prefix_cache_mode, kPrefixModes,
              "hash (vLLM-style) or radix (SGLang-style)"),
+      Int("kv_offload_ram_bytes", &C::kv_offload_ram_bytes, 0,
+          "host-RAM KV offload tier capacity in bytes (0: off)"),
+      Text("kv_offload_disk", &C::kv_offload_disk, "disk KV offload tier directory ('': off)"),
+      Int("kv_offload_disk_bytes", &C::kv_offload_disk_bytes, 1, "disk KV offload tier capacity"),
+      Int("kv_offload_chunk_tokens", &C::kv_offload_chunk_tokens, 1,
+          "tokens per offloaded chunk (a multiple of block_size)"),
+      Choice("kv_offload_compression", &C::kv_offload_compression, kOffloadCompression,
+             "offloaded chunks: none, lz4 or zstd"),
   };
   for (ConfigField& p : PolicyFields()) fields.push_back(std::move(p));
   return fields;
@@ -310,6 +320,9 @@ Result<SchedulingPolicy> ParseSchedulingPolicy(std::string_view t) {
 Result<PrefixCacheMode> ParsePrefixCacheMode(std::string_view t) {
   return ParseName(t, "prefix_cache_mode", kPrefixModes);
 }
+Result<KvOffloadCompression> ParseKvOffloadCompression(std::string_view t) {
+  return ParseName(t, "kv_offload_compression", kOffloadCompression);
+}
 Result<MlaAttentionMode> ParseMlaAttentionMode(std::string_view t) {
   return ParseName(t, "mla_attention", kMlaModes);
 }
@@ -329,6 +342,10 @@ const char* ConfigName(SchedulingPolicy v) {
 }
 const char* ConfigName(PrefixCacheMode v) {
   return v == PrefixCacheMode::kRadix ? "radix" : "hash";
+}
+const char* ConfigName(KvOffloadCompression v) {
+  return v == KvOffloadCompression::kZstd ? "zstd"
+                                          : (v == KvOffloadCompression::kLz4 ? "lz4" : "none");
 }
 const char* ConfigName(MlaAttentionMode v) {
   return v == MlaAttentionMode::kAbsorbed ? "absorbed"

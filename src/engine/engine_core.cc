@@ -102,6 +102,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
         return {&s->tokens, rq->second->params.cache_salt};
       });
   if (c.contiguous_kv) e->space_->set_reserve_tokens(e->max_len_);
+  KVF_ASSIGN_OR_RETURN(e->offload_, engine::KvOffload::Create(c, *e->model_, e->cache_.get()));
+  if (e->offload_) e->space_->set_offload(e->offload_.get());
   sched::SchedulerConfig sc;
   sc.max_num_batched_tokens = c.max_num_batched_tokens;
   sc.max_num_seqs = c.max_num_seqs;
@@ -121,6 +123,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
   KVF_LOG_INFO("%s%s, prefix caching %s", engine::DescribeKvCache(*e->cache_).c_str(),
                c.contiguous_kv ? ", contiguous reservation per sequence" : "",
                e->cache_->prefix_cache() ? ConfigName(c.prefix_cache_mode) : "off");
+  if (e->offload_) KVF_LOG_INFO("%s", e->offload_->Describe().c_str());
   return e;
 }
 
@@ -617,6 +620,16 @@ EngineStats EngineCore::Stats() const {
     s.prefix_cache_hit_tokens = ps.hit_tokens;
     s.prefix_cache_evicted_blocks = ps.evicted_blocks;
     s.prefix_cache_blocks = ps.cached_blocks;
+  }
+  if (offload_) {
+    const engine::KvOffloadStats os = offload_->stats();
+    s.kv_offload = true;
+    s.kv_offload_loaded_tokens = os.loaded_tokens;
+    s.kv_offload_loaded_chunks = os.loaded_chunks;
+    s.kv_offload_stored_chunks = os.stored_chunks;
+    s.kv_offload_rejected_chunks = os.rejected_chunks;
+    s.kv_offload_dropped_writes = os.dropped_writes;
+    s.kv_tiers = os.tiers;
   }
   return s;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/kv_eviction.h"
+#include "engine/kv_offload.h"
 #include "engine/kv_space_adapter.h"
 #include "engine/stop_checker.h"
 #include "kernels/thread_pool.h"
@@ -114,6 +115,7 @@ class EngineCore {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   std::unique_ptr<kvstore::PagedKvCache> cache_;
+  std::unique_ptr<engine::KvOffload> offload_;  // null: no tiers; outlives space_, which uses it
   std::unique_ptr<engine::EngineKvSpace> space_;
   std::unique_ptr<sched::Scheduler> sched_;
   std::unique_ptr<kernels::ThreadPool> pool_;

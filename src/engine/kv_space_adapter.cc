@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "engine/kv_offload.h"
+#include "kvmeta/block_hash.h"
+
 namespace kvforge::engine {
 
 EngineKvSpace::EngineKvSpace(kvstore::PagedKvCache* cache, int64_t swap_blocks,
@@ -34,10 +37,9 @@ std::vector<uint64_t> EngineKvSpace::BlockKeys(std::span<const int32_t> q,
                                                std::string_view salt) const {
   std::vector<uint64_t> keys;
   const size_t bt = static_cast<size_t>(cache_->block_tokens());
-  uint64_t h = std::hash<std::string_view>{}(salt);
+  uint64_t h = kvmeta::PrefixSeed(salt);
   for (size_t k = 0; (k + 1) * bt <= q.size(); ++k) {
-    for (size_t i = k * bt; i < (k + 1) * bt; ++i)
-      h = (h ^ static_cast<uint32_t>(q[i])) * 0x100000001b3ull + (h >> 29);
+    h = kvmeta::ChainBlockHash(h, q.subspan(k * bt, bt));
     keys.push_back(h);
   }
   return keys;
@@ -61,8 +63,9 @@ int64_t EngineKvSpace::AttachCachedPrefix(int64_t seq, int64_t num_tokens) {
   const auto q = Query(t, num_tokens);
   const kvmeta::PrefixMatch m =
       q.empty() ? kvmeta::PrefixMatch{} : cache_->prefix_cache()->Match(q, t.salt);
-  const int64_t got = cache_->AttachPrefix(seq, m, num_tokens);
+  int64_t got = cache_->AttachPrefix(seq, m, num_tokens);
   if (got < 0) return 0;
+  if (offload_ != nullptr) got = LoadFromTiers(seq, t, q, got);
   computed_[seq] = got;
   // Index the blocks this sequence will compute, so requests sharing them can wait for them.
   std::vector<uint64_t> keys = BlockKeys(q, t.salt);
@@ -70,6 +73,18 @@ int64_t EngineKvSpace::AttachCachedPrefix(int64_t seq, int64_t num_tokens) {
   keys.erase(keys.begin(), keys.begin() + static_cast<long>(std::min(done, keys.size())));
   for (uint64_t k : keys) ++inflight_[k];
   if (!keys.empty()) inflight_keys_[seq] = {static_cast<int64_t>(done), std::move(keys)};
+  return got;
+}
+
+int64_t EngineKvSpace::LoadFromTiers(int64_t seq, const SeqTokens& t, std::span<const int32_t> q,
+                                     int64_t hot) {
+  const int64_t got = offload_->LoadPrefix(seq, q, t.salt, hot);
+  if (got <= hot) return hot;
+  // The loaded blocks join the hot cache like computed ones, so later requests share them.
+  const auto* table = cache_->manager().Find(kvmeta::MakeSeqId(seq));
+  cache_->prefix_cache()->Insert(kvmeta::MakeSeqId(seq), *t.tokens, got, table->blocks(), t.salt,
+                                 false);
+  cache_->RebuildKeySummaries(seq);
   return got;
 }
 
@@ -108,6 +123,7 @@ void EngineKvSpace::OnComputed(int64_t seq, int64_t num_computed, bool in_prefil
   if (pc->mode() == kvmeta::PrefixCacheMode::kHash || in_prefill) {
     const auto* table = cache_->manager().Find(kvmeta::MakeSeqId(seq));
     pc->Insert(kvmeta::MakeSeqId(seq), *t.tokens, num_computed, table->blocks(), t.salt, false);
+    if (offload_ != nullptr) offload_->StoreComputed(seq, *t.tokens, num_computed, t.salt, false);
   }
   if (!in_prefill || num_computed + 1 >= static_cast<int64_t>(t.tokens->size()))
     DropInflight(seq, -1);
@@ -127,6 +143,7 @@ void EngineKvSpace::FinalInsert(int64_t seq) {
   const auto* table = cache_->manager().Find(kvmeta::MakeSeqId(seq));
   cache_->prefix_cache()->Insert(kvmeta::MakeSeqId(seq), *t.tokens, n, table->blocks(), t.salt,
                                  true);
+  if (offload_ != nullptr) offload_->StoreComputed(seq, *t.tokens, n, t.salt, true);
 }
 
 int64_t EngineKvSpace::BlocksToGrow(int64_t seq, int64_t total_tokens) const {
@@ -150,6 +167,7 @@ bool EngineKvSpace::Grow(int64_t seq, int64_t total_tokens) {
 
 void EngineKvSpace::Free(int64_t seq) {
   FinalInsert(seq);
+  if (offload_ != nullptr) offload_->Forget(seq);
   cache_->Free(seq);
   if (auto it = swapped_.find(seq); it != swapped_.end()) {
     swap_used_ -= it->second.num_blocks;

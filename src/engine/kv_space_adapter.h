@@ -18,6 +18,8 @@
 
 namespace kvforge::engine {
 
+class KvOffload;
+
 // What the prefix cache needs to know of a sequence: its token ids (prompt + generated so far)
 // and the request's cache salt. tokens == nullptr for an unknown sequence.
 struct SeqTokens {
@@ -50,6 +52,8 @@ class EngineKvSpace final : public sched::KvSpace {
   int64_t AttachCachedPrefix(int64_t seq, int64_t num_tokens) override;
   void OnComputed(int64_t seq, int64_t num_computed, bool in_prefill) override;
 
+  // The offload tiers below the pool (engine/kv_offload.h), or null; must outlive this.
+  void set_offload(KvOffload* offload) { offload_ = offload; }
   // Contiguous baseline: a new sequence reserves this many token slots up front.
   void set_reserve_tokens(int64_t n) { reserve_tokens_ = n; }
   int64_t swap_blocks_used() const { return swap_used_; }
@@ -68,11 +72,14 @@ class EngineKvSpace final : public sched::KvSpace {
   // Chained block hashes of the full blocks of a query (for the in-flight prefix index).
   std::vector<uint64_t> BlockKeys(std::span<const int32_t> q, std::string_view salt) const;
   void DropInflight(int64_t seq, int64_t computed_blocks);
+  // Extends `seq`'s hot hit of `hot` tokens of query q with chunks from the offload tiers.
+  int64_t LoadFromTiers(int64_t seq, const SeqTokens& t, std::span<const int32_t> q, int64_t hot);
   // Puts the computed tokens of `seq` into the prefix cache before its blocks go.
   void FinalInsert(int64_t seq);
 
   kvstore::PagedKvCache* cache_;
   SeqTokenSource tokens_;
+  KvOffload* offload_ = nullptr;
   std::unordered_map<int64_t, int64_t> computed_;  // committed tokens per resident sequence
   // Prompts being prefilled: block keys not yet computed, per sequence, and a count per key.
   struct InflightKeys {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -87,6 +88,10 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
   uint64_t data_offset() const { return data_offset_; }
+  // The file's bytes before the tensor data: header, metadata and tensor infos.
+  std::span<const uint8_t> header_bytes() const {
+    return {base_, static_cast<size_t>(data_offset_)};
+  }
 
   const std::vector<std::string>& keys() const { return key_order_; }
   const Value* Find(std::string_view key) const;

@@ -1,11 +1,11 @@
 // kvmeta/hash_prefix_cache.cc — vLLM-style automatic prefix caching over the BlockPool.
 //
-// Key of full block k of a sequence: h_k = Chain(h_{k-1}, tokens of block k), with h_{-1} a
-// seed derived from the cache salt. A cached block carries its hash in the pool (SetHash), so
-// when its last user releases it the pool parks it on its LRU list instead of freeing it;
-// Allocate() evicts from that list only when the free stack is empty, and tells us through the
-// eviction listener. Releasing a table frees its last block first, so the deepest blocks of a
-// prefix are evicted before the shallow ones other prompts are more likely to share.
+// Key of full block k of a sequence: h_k = ChainBlockHash(h_{k-1}, tokens of block k), with
+// h_{-1} = PrefixSeed(cache salt) (kvmeta/block_hash.h). A cached block carries its hash in the
+// pool (SetHash), so when its last user releases it the pool parks it on its LRU list instead of
+// freeing it; Allocate() evicts from that list only when the free stack is empty, and tells us
+// through the eviction listener. Releasing a table frees its last block first, so the deepest
+// blocks of a prefix are evicted before the shallow ones other prompts are more likely to share.
 //
 // Collisions never return wrong K/V: each cached block records its tokens, its salt (first
 // block) and the serial number of its parent's registration, and a hit is taken only when all
@@ -18,31 +18,11 @@
 #include <unordered_set>
 
 #include "base/check.h"
+#include "kvmeta/block_hash.h"
 #include "kvmeta/prefix_cache.h"
 
 namespace kvforge::kvmeta {
 namespace {
-
-uint64_t Mix(uint64_t x) {  // splitmix64 finalizer: full avalanche on 64 bits
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-uint64_t SaltSeed(std::string_view salt) {
-  uint64_t h = 0x6b7666636163686full;  // "kvfcache"
-  for (unsigned char c : salt) h = Mix(h ^ c) + 0x9e3779b97f4a7c15ull;
-  return Mix(h ^ salt.size());
-}
-
-uint64_t Chain(uint64_t parent, std::span<const int32_t> block) {
-  uint64_t h = Mix(parent + 0x9e3779b97f4a7c15ull);
-  for (int32_t t : block) h = Mix(h ^ static_cast<uint32_t>(t)) + 0x632be59bd9b4e019ull;
-  return h;
-}
 
 class HashPrefixCache final : public PrefixCache {
  public:
@@ -57,11 +37,11 @@ class HashPrefixCache final : public PrefixCache {
   PrefixMatch Match(std::span<const int32_t> tokens, std::string_view salt) const override {
     PrefixMatch m;
     const size_t bt = static_cast<size_t>(pool_->block_tokens());
-    uint64_t h = SaltSeed(salt);
+    uint64_t h = PrefixSeed(salt);
     uint64_t parent_serial = 0;
     for (size_t k = 0; (k + 1) * bt <= tokens.size(); ++k) {
       const auto block = tokens.subspan(k * bt, bt);
-      h = Chain(h, block);
+      h = ChainBlockHash(h, block);
       const Info* e = Lookup(h, block, parent_serial, k == 0 ? &salt : nullptr);
       if (e == nullptr) break;
       m.full_blocks.push_back(e->block);
@@ -99,12 +79,12 @@ class HashPrefixCache final : public PrefixCache {
     const int64_t full = std::min<int64_t>(n / bt, static_cast<int64_t>(blocks.size()));
     Progress& p = progress_[seq];
     if (!p.seeded) {
-      p.last_hash = SaltSeed(salt);
+      p.last_hash = PrefixSeed(salt);
       p.seeded = true;
     }
     for (int64_t k = p.blocks_done; k < full; ++k) {
       const auto block = tokens.subspan(static_cast<size_t>(k * bt), static_cast<size_t>(bt));
-      const uint64_t h = Chain(p.last_hash, block);
+      const uint64_t h = ChainBlockHash(p.last_hash, block);
       const BlockId b = blocks[static_cast<size_t>(k)];
       const Info& mine = info_[Index(b)];
       uint64_t serial = 0;

@@ -27,6 +27,7 @@
 #include "server/openai_codec.h"
 #include "server/routes.h"
 #include "server/sse.h"
+#include "server/tier_metrics.h"
 
 namespace kvforge::server {
 
@@ -592,7 +593,7 @@ struct Server::State {
     prefix_blocks->Set(static_cast<double>(s.prefix_cache_blocks));
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = reg.Render();
+    r.body = reg.Render() + RenderTierMetrics(s);
     return r;
   }
 

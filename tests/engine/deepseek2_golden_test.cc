@@ -15,6 +15,7 @@
 #include "kvforge/kv_policy.h"
 #include "kvforge/llm.h"
 #include "support/reference_deepseek2.h"
+#include "support/temp_dir.h"
 #include "support/test_paths.h"
 
 namespace kvforge {
@@ -136,8 +137,8 @@ TEST(Deepseek2KvDtypes, LatentDtypesRunAndTheRestAreRefusedWithAMessage) {
 // gives llama.cpp's 32 greedy ids for all six prompts together, returns every block, and n = 3
 // greedy completions share the prompt and agree.
 TEST(Deepseek2Batched, EverySchedulingVariantFollowsLlamaCpp) {
-  const auto ref = nlohmann::json::parse(kvforge::testing::ReadFileOrDie(
-      Shared("reference/tiny-random-deepseek2-moe-greedy.json")));
+  const auto ref = nlohmann::json::parse(
+      kvforge::testing::ReadFileOrDie(Shared("reference/tiny-random-deepseek2-moe-greedy.json")));
   std::vector<std::vector<int32_t>> prompts, want;
   for (const auto& c : ref["cases"]) {
     prompts.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
@@ -163,6 +164,13 @@ TEST(Deepseek2Batched, EverySchedulingVariantFollowsLlamaCpp) {
   variants.push_back({"preemption by recompute", c});
   c.preemption_mode = PreemptionMode::kSwap;
   variants.push_back({"preemption by swap", c});
+  // Latent blocks through the offload tiers: evicted prefixes come back from RAM and disk.
+  kvforge::testing::TempDir tier_dir;
+  c.preemption_mode = PreemptionMode::kRecompute;
+  c.kv_offload_ram_bytes = 16 * 3 * 256 * 4;  // four blocks: the rest come from the disk
+  c.kv_offload_disk = tier_dir.path();
+  c.kv_offload_chunk_tokens = 16;
+  variants.push_back({"preemption with offload tiers", c});
   c = base;
   c.prefix_cache_mode = PrefixCacheMode::kRadix;
   variants.push_back({"radix prefix cache", c});
@@ -189,6 +197,10 @@ TEST(Deepseek2Batched, EverySchedulingVariantFollowsLlamaCpp) {
       }
     }
     EXPECT_EQ(llm.stats().kv_usage, 0.0) << v.name;
+    if (v.cfg.kv_offload_ram_bytes > 0) {
+      EXPECT_GT(llm.stats().kv_offload_loaded_tokens, 0) << v.name;
+      EXPECT_EQ(llm.stats().kv_offload_rejected_chunks, 0) << v.name;
+    }
   }
   LLM llm(base);
   SamplingParams n3 = p;

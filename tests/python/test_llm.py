@@ -119,6 +119,32 @@ def test_prefix_caching_hits():
         assert not off.stats()["prefix_caching"]
 
 
+def test_kv_offload_disk_tier_serves_a_restarted_engine(tmp_path):
+    # A pool of 6 blocks cannot keep the prompt between the two engines; the disk tier can.
+    opts = dict(max_model_len=256, enable_prefix_caching=True, block_size=16,
+                kv_cache_memory_bytes=640 * 16 * 6, kv_offload_disk=str(tmp_path),
+                kv_offload_chunk_tokens=32, kv_offload_compression="zstd")
+    prompt = "Once upon a time, there was a little girl named Lily. She loved to play outside " \
+             "in the park with her friends and her big red ball."
+    with LLM(**opts) as cold:
+        want = cold.generate(prompt, SamplingParams(**GREEDY))[0].outputs[0].token_ids
+        assert cold.stats()["kv_offload"]
+        assert cold.stats()["kv_offload_stored_chunks"] >= 1
+    assert list(tmp_path.rglob("*.kvc")), "the engine wrote its chunks before it closed"
+    with LLM(**opts) as warm:
+        out = warm.generate(prompt, SamplingParams(**GREEDY))[0]
+        assert out.outputs[0].token_ids == want
+        assert out.num_cached_tokens >= 32
+        st = warm.stats()
+        assert st["kv_offload_loaded_tokens"] >= 32
+        assert [t["name"] for t in st["kv_tiers"]] == ["disk"]
+        assert st["kv_tiers"][0]["hits"] >= 1
+    with pytest.raises(ValueError, match="multiple of block_size"):
+        LLM(**dict(opts, kv_offload_chunk_tokens=24))
+    with pytest.raises(ValueError, match="kv_offload_compression"):
+        LLM(**dict(opts, kv_offload_compression="gzip"))
+
+
 @pytest.mark.parametrize("dtype", [d for d in kvforge.kv_cache_dtypes()])
 def test_every_kv_dtype_is_accepted(dtype):
     with LLM(max_model_len=128, kv_cache_dtype=dtype, kv_cache_memory_bytes=8 << 20) as llm:

@@ -1,0 +1,295 @@
+#include "engine/kv_offload.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "gguf/gguf_reader.h"
+#include "model/model.h"
+
+namespace kvforge::engine {
+
+using base::StrFormat;
+
+namespace {
+
+// Incremental XXH3 over plain values.
+class Digest {
+ public:
+  Digest() : st_(XXH3_createState()) { XXH3_64bits_reset(st_); }
+  ~Digest() { XXH3_freeState(st_); }
+  Digest(const Digest&) = delete;
+  Digest& operator=(const Digest&) = delete;
+  void Bytes(const void* p, size_t n) { XXH3_64bits_update(st_, p, n); }
+  template <typename T>
+  void Value(const T& v) {
+    Bytes(&v, sizeof v);
+  }
+  uint64_t Final() const { return XXH3_64bits_digest(st_); }
+
+ private:
+  XXH3_state_t* st_;
+};
+
+kvstore::ChunkCompression StoredCompression(KvOffloadCompression c) {
+  switch (c) {
+    case KvOffloadCompression::kNone:
+      return kvstore::ChunkCompression::kNone;
+    case KvOffloadCompression::kZstd:
+      return kvstore::ChunkCompression::kZstd;
+    case KvOffloadCompression::kLz4:
+      break;
+  }
+  return kvstore::ChunkCompression::kLz4;
+}
+
+}  // namespace
+
+uint64_t KvFingerprint(const model::Model& model, const kvstore::PagedKvCache& cache) {
+  Digest d;
+  d.Value(kvstore::kChunkFormatVersion);
+  // The model file: its header and metadata whole, and 256 bytes at the start, middle and end of
+  // every tensor (two files with the same shapes but other weights differ there).
+  const gguf::GgufFile& f = model.file();
+  d.Value(f.file_size());
+  d.Bytes(f.header_bytes().data(), f.header_bytes().size());
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const uint64_t n = std::min<uint64_t>(256, t.nbytes);
+    for (uint64_t at : {uint64_t{0}, (t.nbytes - n) / 2, t.nbytes - n}) d.Bytes(t.data + at, n);
+  }
+  // The KV format.
+  const kvstore::KvStoreConfig& s = cache.store().config();
+  d.Value(s.n_layer);
+  d.Value(s.n_kv_head);
+  d.Value(s.head_dim);
+  d.Value(s.block_tokens);
+  d.Value(s.k_dtype);
+  d.Value(s.v_dtype);
+  d.Value(s.row_align_bytes);
+  d.Value(s.turbo_qjl);
+  d.Value(s.latent_rank);
+  d.Value(cache.store().block_bytes_all_layers());
+  const kvquant::Fp8Scales& sc = cache.fp8_scales();
+  for (int64_t l = 0; l < sc.n_layers(); ++l) {
+    d.Bytes(sc.key(l), sizeof(float) * static_cast<size_t>(sc.n_heads()));
+    d.Bytes(sc.value(l), sizeof(float) * static_cast<size_t>(sc.n_heads()));
+  }
+  // RoPE as the forward applies it (keys are stored rotated).
+  const model::ModelConfig& mc = model.config();
+  d.Value(mc.rope_dim);
+  d.Value(mc.rope_freq_base);
+  d.Value(mc.rope_freq_scale);
+  d.Value(mc.rope_neox);
+  d.Bytes(mc.rope_freq_factors.data(), sizeof(float) * mc.rope_freq_factors.size());
+  return d.Final();
+}
+
+Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
+                                                     const model::Model& model,
+                                                     kvstore::PagedKvCache* cache) {
+  if (c.kv_offload_ram_bytes == 0 && c.kv_offload_disk.empty()) return std::unique_ptr<KvOffload>();
+  if (cache->prefix_cache() == nullptr || c.contiguous_kv)
+    return Status::InvalidArgument("kv offload needs prefix caching (it offloads cached prefixes)");
+  if (cache->prefix_cache()->mode() != kvmeta::PrefixCacheMode::kHash)
+    return Status::InvalidArgument("kv offload works with prefix_cache_mode hash, not radix");
+  const int64_t bt = cache->block_tokens();
+  if (c.kv_offload_chunk_tokens <= 0 || c.kv_offload_chunk_tokens % bt != 0)
+    return Status::InvalidArgument(
+        StrFormat("kv_offload_chunk_tokens (%lld) must be a positive multiple of block_size (%lld)",
+                  (long long)c.kv_offload_chunk_tokens, (long long)bt));
+  if (c.kv_scales == "calibrate")
+    return Status::InvalidArgument(
+        "kv offload cannot be used with kv_scales 'calibrate' (the scales change after start)");
+  const uint64_t fp = KvFingerprint(model, *cache);
+  std::vector<std::unique_ptr<kvstore::KvTier>> tiers;
+  if (c.kv_offload_ram_bytes > 0) tiers.push_back(kvstore::MakeRamTier(c.kv_offload_ram_bytes));
+  if (!c.kv_offload_disk.empty()) {
+    KVF_ASSIGN_OR_RETURN(std::unique_ptr<kvstore::KvTier> disk,
+                         kvstore::MakeDiskTier(c.kv_offload_disk, c.kv_offload_disk_bytes, fp));
+    tiers.push_back(std::move(disk));
+  }
+  // The write queue holds at most 1/4 of the largest tier, between 16 MiB and 512 MiB.
+  uint64_t largest = 0;
+  for (const auto& t : tiers) largest = std::max(largest, t->stats().capacity_bytes);
+  const uint64_t queue = std::clamp<uint64_t>(largest / 4, 16ull << 20, 512ull << 20);
+  return std::make_unique<KvOffload>(
+      cache, std::make_unique<kvstore::TierChain>(std::move(tiers), queue), fp,
+      c.kv_offload_chunk_tokens / bt, StoredCompression(c.kv_offload_compression));
+}
+
+KvOffload::KvOffload(kvstore::PagedKvCache* cache, std::unique_ptr<kvstore::TierChain> chain,
+                     uint64_t fingerprint, int64_t chunk_blocks,
+                     kvstore::ChunkCompression compression)
+    : cache_(cache),
+      chain_(std::move(chain)),
+      fingerprint_(fingerprint),
+      chunk_blocks_(std::max<int64_t>(1, chunk_blocks)),
+      compression_(compression) {}
+
+kvmeta::BlockKey KvOffload::ParentKey(const std::vector<kvmeta::BlockKey>& keys, int64_t first,
+                                      std::string_view salt) const {
+  return first == 0 ? kvmeta::PrefixSeedKey(salt) : keys[static_cast<size_t>(first - 1)];
+}
+
+kvstore::TierKey KvOffload::TierKeyFor(const kvmeta::BlockKey& last, int64_t first) const {
+  // The first block is part of the name: engines with other chunk sizes sharing a tier store
+  // other ranges ending at the same block, and each must find only its own.
+  const uint64_t first_u = static_cast<uint64_t>(first);
+  return {fingerprint_, last.a, XXH3_64bits_withSeed(&last.b, sizeof last.b, first_u)};
+}
+
+kvstore::ChunkMeta KvOffload::Meta(const std::vector<kvmeta::BlockKey>& keys, int64_t first,
+                                   int64_t count, std::string_view salt) const {
+  kvstore::ChunkMeta m;
+  m.fingerprint = fingerprint_;
+  m.key = keys[static_cast<size_t>(first + count - 1)];
+  m.parent = ParentKey(keys, first, salt);
+  m.first_block = static_cast<uint32_t>(first);
+  m.num_blocks = static_cast<uint32_t>(count);
+  m.block_tokens = static_cast<uint32_t>(cache_->block_tokens());
+  m.block_bytes = cache_->store().block_bytes_all_layers();
+  return m;
+}
+
+void KvOffload::StoreComputed(int64_t seq, std::span<const int32_t> tokens, int64_t n,
+                              std::string_view salt, bool final) {
+  const std::vector<int32_t>* blocks = cache_->Blocks(seq);
+  if (blocks == nullptr) return;
+  const int64_t bt = cache_->block_tokens();
+  n = std::min<int64_t>(n, static_cast<int64_t>(tokens.size()));
+  const int64_t full = std::min<int64_t>(n / bt, static_cast<int64_t>(blocks->size()));
+  Progress& p = progress_[seq];
+  while (static_cast<int64_t>(p.keys.size()) < full) {
+    const int64_t k = static_cast<int64_t>(p.keys.size());
+    const kvmeta::BlockKey parent = ParentKey(p.keys, k, salt);
+    p.keys.push_back(kvmeta::ChainBlockKey(
+        parent, tokens.subspan(static_cast<size_t>(k * bt), static_cast<size_t>(bt))));
+  }
+  while (p.stored_blocks + chunk_blocks_ <= full) {
+    StoreChunk(seq, tokens, p, p.stored_blocks, chunk_blocks_, salt);
+    p.stored_blocks += chunk_blocks_;
+  }
+  // stored_blocks stays on the chunk boundary: if the sequence goes on (swapped back in), the
+  // whole chunk is stored later under its own key.
+  if (final && full > p.stored_blocks)
+    StoreChunk(seq, tokens, p, p.stored_blocks, full - p.stored_blocks, salt);
+}
+
+void KvOffload::StoreChunk(int64_t seq, std::span<const int32_t> tokens, const Progress& p,
+                           int64_t first, int64_t count, std::string_view salt) {
+  const kvstore::ChunkMeta meta = Meta(p.keys, first, count, salt);
+  const kvstore::TierKey key = TierKeyFor(meta.key, first);
+  if (chain_->Contains(key)) return;
+  const int64_t bt = cache_->block_tokens();
+  const uint64_t bb = meta.block_bytes;
+  const std::vector<int32_t>& blocks = *cache_->Blocks(seq);
+  // raw: count x block_bytes, the blocks as KvStore::ReadBlock serialises them.
+  std::vector<uint8_t> raw(static_cast<size_t>(bb * static_cast<uint64_t>(count)));
+  for (int64_t i = 0; i < count; ++i)
+    cache_->store().ReadBlock(blocks[static_cast<size_t>(first + i)],
+                              raw.data() + static_cast<size_t>(i) * bb);
+  std::vector<int32_t> ids(tokens.begin() + first * bt, tokens.begin() + (first + count) * bt);
+  const uint64_t bytes = raw.size();
+  const kvstore::ChunkCompression comp = compression_;
+  const bool queued = chain_->StoreLazy(
+      key, bytes,
+      [meta, comp, raw = std::move(raw),
+       ids = std::move(ids)]() -> std::optional<std::vector<uint8_t>> {
+        Result<std::vector<uint8_t>> r = kvstore::EncodeChunk(meta, ids, raw, comp);
+        if (!r.ok()) {
+          KVF_LOG_WARN("kv offload: %s", r.error().message().c_str());
+          return std::nullopt;
+        }
+        return std::move(*r);
+      });
+  if (queued) ++stats_.stored_chunks;
+}
+
+bool KvOffload::LoadChunk(int64_t seq, std::span<const int32_t> query,
+                          const std::vector<kvmeta::BlockKey>& keys, int64_t first, int64_t count,
+                          int64_t from, std::string_view salt) {
+  const kvstore::ChunkMeta meta = Meta(keys, first, count, salt);
+  const kvstore::TierKey key = TierKeyFor(meta.key, first);
+  std::optional<kvstore::TierChain::Found> found = chain_->Fetch(key);
+  if (!found) return false;
+  const int64_t bt = cache_->block_tokens();
+  const auto ids = query.subspan(static_cast<size_t>(first * bt), static_cast<size_t>(count * bt));
+  Result<std::vector<uint8_t>> raw = kvstore::DecodeChunk(found->record, meta, ids);
+  if (!raw.ok()) {
+    KVF_LOG_WARN("kv offload: chunk %s refused, recomputing: %s", key.Hex().c_str(),
+                 raw.error().message().c_str());
+    chain_->Reject(key, found->tier);
+    ++stats_.rejected_chunks;
+    return false;
+  }
+  if (!cache_->EnsureTokens(seq, (first + count) * bt)) return false;
+  const std::vector<int32_t>& blocks = *cache_->Blocks(seq);
+  if (static_cast<int64_t>(blocks.size()) < first + count) return false;
+  const uint64_t bb = meta.block_bytes;
+  for (int64_t k = from; k < first + count; ++k)
+    cache_->mutable_store().WriteBlock(blocks[static_cast<size_t>(k)],
+                                       raw->data() + static_cast<size_t>(k - first) * bb);
+  ++stats_.loaded_chunks;
+  return true;
+}
+
+int64_t KvOffload::LoadPrefix(int64_t seq, std::span<const int32_t> query, std::string_view salt,
+                              int64_t have) {
+  const int64_t bt = cache_->block_tokens();
+  if (have % bt != 0 || !cache_->Contains(seq)) return have;
+  const int64_t query_blocks = static_cast<int64_t>(query.size()) / bt;
+  int64_t at = have / bt;  // first block not held yet
+  if (at >= query_blocks) return have;
+  std::vector<kvmeta::BlockKey> keys;
+  keys.reserve(static_cast<size_t>(query_blocks));
+  for (int64_t k = 0; k < query_blocks; ++k)
+    keys.push_back(
+        kvmeta::ChainBlockKey(ParentKey(keys, k, salt),
+                              query.subspan(static_cast<size_t>(k * bt), static_cast<size_t>(bt))));
+  while (at < query_blocks) {
+    const int64_t first = at / chunk_blocks_ * chunk_blocks_;
+    const int64_t full_end = first + chunk_blocks_;
+    // The whole chunk, or else the longest shorter one (a sequence's last chunk) the tiers know.
+    int64_t end = 0;
+    for (int64_t e = std::min(full_end, query_blocks); e > at; --e) {
+      if (chain_->Contains(TierKeyFor(keys[static_cast<size_t>(e - 1)], first))) {
+        end = e;
+        break;
+      }
+    }
+    if (end == 0) {
+      chain_->CountMiss();
+      break;
+    }
+    if (!LoadChunk(seq, query, keys, first, end - first, at, salt)) break;
+    at = end;
+    if (end < full_end) break;  // a shorter chunk ends its sequence's stored prefix
+  }
+  const int64_t now = at * bt;
+  stats_.loaded_tokens += now - have;
+  return now;
+}
+
+KvOffloadStats KvOffload::stats() const {
+  KvOffloadStats s = stats_;
+  s.dropped_writes = chain_->dropped_writes();
+  s.tiers = chain_->stats();
+  return s;
+}
+
+std::string KvOffload::Describe() const {
+  std::string out = StrFormat("kv offload: chunks of %lld tokens, %s, tiers",
+                              (long long)(chunk_blocks_ * cache_->block_tokens()),
+                              std::string(kvstore::ChunkCompressionName(compression_)).c_str());
+  for (size_t i = 0; i < chain_->num_tiers(); ++i) {
+    const KvTierStats t = chain_->tier(i).stats();
+    out += StrFormat("%s %s (%.1f MiB, %lld chunks held)", i ? " ->" : "", t.name.c_str(),
+                     static_cast<double>(t.capacity_bytes) / (1 << 20), (long long)t.chunks);
+  }
+  return out;
+}
+
+}  // namespace kvforge::engine

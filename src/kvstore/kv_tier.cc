@@ -1,0 +1,117 @@
+#include "kvstore/kv_tier.h"
+
+#include <chrono>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "base/strings.h"
+
+namespace kvforge::kvstore {
+
+std::string TierKey::Hex() const {
+  return base::StrFormat("%016llx%016llx%016llx", (unsigned long long)fingerprint,
+                         (unsigned long long)a, (unsigned long long)b);
+}
+
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Records in host memory with an LRU list; `used` counts record bytes.
+class RamTier final : public KvTier {
+ public:
+  explicit RamTier(uint64_t capacity) {
+    stats_.name = "ram";
+    stats_.capacity_bytes = capacity;
+  }
+  const std::string& name() const override { return stats_.name; }
+
+  Status Put(const TierKey& key, const std::vector<uint8_t>& record) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (record.size() > stats_.capacity_bytes) {
+      ++stats_.errors;
+      return Status::ResourceExhausted("ram tier: record larger than the tier");
+    }
+    EraseLocked(key);
+    while (stats_.used_bytes + record.size() > stats_.capacity_bytes && !lru_.empty()) {
+      EraseLocked(lru_.back());
+      ++stats_.evictions;
+    }
+    lru_.push_front(key);
+    map_[key] = Entry{record, lru_.begin()};
+    stats_.used_bytes += record.size();
+    stats_.chunks = static_cast<int64_t>(map_.size());
+    ++stats_.puts;
+    stats_.bytes_in += record.size();
+    stats_.put_latency.Add(SecondsSince(t0));
+    return Status::Ok();
+  }
+
+  std::optional<std::vector<uint8_t>> Get(const TierKey& key) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) {
+      ++stats_.misses;
+      return std::nullopt;
+    }
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    ++stats_.hits;
+    stats_.bytes_out += it->second.record.size();
+    std::vector<uint8_t> out = it->second.record;
+    stats_.get_latency.Add(SecondsSince(t0));
+    return out;
+  }
+
+  bool Contains(const TierKey& key) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return map_.count(key) != 0;
+  }
+  void Erase(const TierKey& key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    EraseLocked(key);
+  }
+  KvTierStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  void CountCorrupt() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.errors;
+  }
+  void CountMiss() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.misses;
+  }
+
+ private:
+  struct Entry {
+    std::vector<uint8_t> record;
+    std::list<TierKey>::iterator lru;
+  };
+  void EraseLocked(const TierKey& key) {
+    auto it = map_.find(key);
+    if (it == map_.end()) return;
+    stats_.used_bytes -= it->second.record.size();
+    lru_.erase(it->second.lru);
+    map_.erase(it);
+    stats_.chunks = static_cast<int64_t>(map_.size());
+  }
+
+  mutable std::mutex mu_;
+  std::list<TierKey> lru_;  // most recent first
+  std::unordered_map<TierKey, Entry, TierKeyHash> map_;
+  KvTierStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<KvTier> MakeRamTier(uint64_t capacity_bytes) {
+  return std::make_unique<RamTier>(capacity_bytes);
+}
+
+}  // namespace kvforge::kvstore

@@ -1,0 +1,271 @@
+// KV offload end to end on the TinyStories model, with a hot pool small enough that shared
+// prefixes are evicted between rounds: greedy outputs with a RAM tier, a disk tier or both equal
+// those with no tier, and the tiers are actually read from; a new engine on a warm disk directory
+// loads what the previous one stored; corrupt or truncated files are refused and recomputed; KV of
+// another format in the same directory is never loaded; impossible configurations are refused.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kvforge/config_names.h"
+#include "kvforge/llm.h"
+#include "support/story_prompts.h"
+#include "support/temp_dir.h"
+
+namespace kvforge {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::GoldenPrompts;
+using testing::Prompts;
+using testing::SharedPrefixPrompts;
+using testing::TempDir;
+
+SamplingParams Greedy(int n) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = n;
+  p.ignore_eos = true;
+  return p;
+}
+
+// 14 blocks of 16 tokens: the shared prefix does not survive a round in the hot cache.
+EngineConfig SmallPool() {
+  EngineConfig c;
+  c.max_model_len = 512;
+  c.threads = 2;
+  c.enable_prefix_caching = true;
+  c.kv_cache_memory_bytes = 640 * 16 * 14;
+  c.kv_offload_chunk_tokens = 32;
+  return c;
+}
+
+struct RoundsRun {
+  std::vector<std::vector<int32_t>> ids;  // [round * prompts + i] generated tokens
+  EngineStats stats;
+  int64_t cached_tokens = 0;  // sum over requests: prompt tokens not computed
+};
+
+// `count` conversations of `len` tokens (BOS, then the golden prompts' words rotated by seven per
+// conversation): distinct from their first block on, together larger than the small pool.
+Prompts Conversations(size_t count, size_t len) {
+  std::vector<int32_t> words;
+  for (const auto& g : GoldenPrompts()) words.insert(words.end(), g.begin() + 1, g.end());
+  Prompts out(count, std::vector<int32_t>{1});
+  for (size_t i = 0; i < count; ++i)
+    for (size_t k = 0; out[i].size() < len; ++k)
+      out[i].push_back(words[(k + 7 * i) % words.size()]);
+  return out;
+}
+
+// Each round submits the prompts together (batched) or one after another (users coming back).
+RoundsRun RunRounds(const EngineConfig& c, const Prompts& prompts, int rounds,
+                    bool one_at_a_time = false) {
+  RoundsRun run;
+  LLM llm(c);
+  EXPECT_TRUE(llm.ok()) << llm.status().ToString();
+  if (!llm.ok()) return run;
+  std::vector<Prompts> batches;
+  if (one_at_a_time) {
+    for (const auto& p : prompts) batches.push_back({p});
+  } else {
+    batches.push_back(prompts);
+  }
+  for (int r = 0; r < rounds; ++r) {
+    for (const Prompts& batch : batches) {
+      auto outs = llm.generate(batch, Greedy(16));
+      EXPECT_TRUE(outs.ok()) << outs.status().ToString();
+      if (!outs.ok()) return run;
+      for (const auto& o : *outs) {
+        run.ids.push_back(o.outputs.at(0).token_ids);
+        run.cached_tokens += o.metrics.cached_tokens;
+      }
+    }
+  }
+  run.stats = llm.stats();
+  EXPECT_EQ(run.stats.kv_usage, 0.0) << "blocks left held after every request finished";
+  return run;
+}
+
+std::vector<fs::path> ChunkFiles(const std::string& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".kvc") out.push_back(e.path());
+  return out;
+}
+
+TEST(KvOffloadEngine, OutputsEqualNoTierAndTheTiersAreRead) {
+  // Five conversations of 96 tokens, one request at a time: the hot pool holds about two, so the
+  // second round finds each conversation's prefix only in the tiers.
+  const Prompts prompts = Conversations(5, 96);
+  const RoundsRun want = RunRounds(SmallPool(), prompts, 2, true);
+  ASSERT_FALSE(want.ids.empty());
+  EXPECT_FALSE(want.stats.kv_offload);
+  EXPECT_GT(want.stats.prefix_cache_evicted_blocks, 0) << "the pool is meant to be too small";
+  TempDir dir;
+  struct Variant {
+    std::string name;
+    EngineConfig cfg;
+  };
+  std::vector<Variant> variants;
+  EngineConfig c = SmallPool();
+  c.kv_offload_ram_bytes = 8 << 20;
+  variants.push_back({"ram", c});
+  c = SmallPool();
+  c.kv_offload_disk = dir.path() + "/disk-only";
+  c.kv_offload_compression = KvOffloadCompression::kZstd;
+  variants.push_back({"disk, zstd", c});
+  c = SmallPool();
+  c.kv_offload_ram_bytes = 64 << 10;  // a few chunks: most hits come from the disk
+  c.kv_offload_disk = dir.path() + "/both";
+  c.kv_offload_chunk_tokens = 16;
+  c.kv_offload_compression = KvOffloadCompression::kNone;
+  variants.push_back({"small ram over disk, chunks of one block, raw", c});
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    const RoundsRun got = RunRounds(v.cfg, prompts, 2, true);
+    ASSERT_EQ(got.ids.size(), want.ids.size());
+    for (size_t i = 0; i < got.ids.size(); ++i)
+      EXPECT_EQ(got.ids[i], want.ids[i]) << "request " << i;
+    EXPECT_TRUE(got.stats.kv_offload);
+    EXPECT_GT(got.stats.kv_offload_stored_chunks, 0);
+    EXPECT_GT(got.stats.kv_offload_loaded_tokens, 0) << "no prefix came back from a tier";
+    EXPECT_GT(got.stats.kv_offload_loaded_chunks, 0);
+    EXPECT_EQ(got.stats.kv_offload_rejected_chunks, 0);
+    EXPECT_EQ(got.stats.kv_offload_dropped_writes, 0);
+    ASSERT_FALSE(got.stats.kv_tiers.empty());
+    for (const KvTierStats& t : got.stats.kv_tiers) {
+      EXPECT_GT(t.puts, 0) << t.name;
+      EXPECT_LE(t.used_bytes, t.capacity_bytes) << t.name;
+    }
+    // A request's cached tokens are those it did not compute, from the hot cache or a tier; the
+    // hot cache's own hit counter is unchanged by the tiers.
+    EXPECT_EQ(got.cached_tokens - want.cached_tokens, got.stats.kv_offload_loaded_tokens);
+    EXPECT_EQ(got.stats.prefix_cache_hit_tokens, want.stats.prefix_cache_hit_tokens);
+    // Round two: every conversation's first 64 tokens (two whole chunks of 32, or four of 16)
+    // come from a tier; the hot cache hits nothing a tier could add to.
+    EXPECT_GE(got.stats.kv_offload_loaded_tokens, 5 * 64);
+  }
+}
+
+TEST(KvOffloadEngine, OutputsEqualNoTierUnderPreemption) {
+  // Shared-prefix prompts submitted together into the small pool: preemption, eviction and tier
+  // loads mix within one batch.
+  const Prompts prompts = SharedPrefixPrompts();
+  const RoundsRun want = RunRounds(SmallPool(), prompts, 2);
+  ASSERT_FALSE(want.ids.empty());
+  TempDir dir;
+  EngineConfig c = SmallPool();
+  c.kv_offload_ram_bytes = 1 << 20;
+  c.kv_offload_disk = dir.path();
+  for (int64_t chunk : {16, 32}) {
+    SCOPED_TRACE(chunk);
+    c.kv_offload_chunk_tokens = chunk;
+    const RoundsRun got = RunRounds(c, prompts, 2);
+    EXPECT_EQ(got.ids, want.ids);
+    EXPECT_EQ(got.stats.kv_offload_rejected_chunks, 0);
+  }
+}
+
+TEST(KvOffloadEngine, ANewEngineLoadsWhatThePreviousOneLeftOnDisk) {
+  const Prompts prompts = SharedPrefixPrompts();
+  TempDir dir;
+  EngineConfig c = SmallPool();
+  c.kv_offload_disk = dir.path();
+  const RoundsRun cold = RunRounds(c, prompts, 1);
+  ASSERT_FALSE(cold.ids.empty());
+  EXPECT_FALSE(ChunkFiles(dir.path()).empty()) << "the engine wrote its chunks before it closed";
+  const RoundsRun warm = RunRounds(c, prompts, 1);
+  EXPECT_EQ(warm.ids, cold.ids);
+  EXPECT_GT(warm.stats.kv_offload_loaded_tokens, cold.stats.kv_offload_loaded_tokens);
+  ASSERT_EQ(warm.stats.kv_tiers.size(), 1u);
+  EXPECT_GT(warm.stats.kv_tiers[0].hits, 0);
+  EXPECT_GT(warm.stats.kv_tiers[0].chunks, 0) << "the index was rebuilt from the files";
+}
+
+TEST(KvOffloadEngine, CorruptOrTruncatedFilesAreRefusedAndRecomputed) {
+  const Prompts prompts = SharedPrefixPrompts();
+  TempDir dir;
+  EngineConfig c = SmallPool();
+  c.kv_offload_disk = dir.path();
+  const RoundsRun first = RunRounds(c, prompts, 1);
+  const std::vector<fs::path> files = ChunkFiles(dir.path());
+  ASSERT_GE(files.size(), 2u);
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i % 2 == 0) {
+      fs::resize_file(files[i], fs::file_size(files[i]) / 2);
+    } else {
+      // One flipped byte in the middle of the payload.
+      std::fstream f(files[i], std::ios::in | std::ios::out | std::ios::binary);
+      const auto at = static_cast<std::streamoff>(fs::file_size(files[i]) * 3 / 4);
+      f.seekg(at);
+      char b = 0;
+      f.read(&b, 1);
+      b = static_cast<char>(b ^ 0x10);
+      f.seekp(at);
+      f.write(&b, 1);
+    }
+  }
+  const RoundsRun again = RunRounds(c, prompts, 1);
+  EXPECT_EQ(again.ids, first.ids) << "a damaged chunk must be recomputed, never used";
+  EXPECT_GT(again.stats.kv_offload_rejected_chunks, 0);
+  ASSERT_EQ(again.stats.kv_tiers.size(), 1u);
+  EXPECT_GT(again.stats.kv_tiers[0].errors, 0);
+}
+
+TEST(KvOffloadEngine, KvOfAnotherFormatInTheSameDirectoryIsNeverLoaded) {
+  const Prompts prompts = SharedPrefixPrompts();
+  TempDir dir;
+  EngineConfig c = SmallPool();
+  c.kv_offload_disk = dir.path();
+  RunRounds(c, prompts, 1);
+  const size_t files = ChunkFiles(dir.path()).size();
+  ASSERT_GT(files, 0u);
+  // Same model and tokens, other KV bytes: q8_0 blocks must not be read as f16 ones.
+  EngineConfig q = c;
+  ASSERT_TRUE(SetConfigField(&q, "kv_cache_dtype", "q8_0").ok());
+  const RoundsRun other = RunRounds(q, {prompts[0]}, 1);
+  EXPECT_EQ(other.stats.kv_offload_loaded_tokens, 0);
+  EXPECT_EQ(other.stats.kv_offload_rejected_chunks, 0) << "kept apart by fingerprint, not refused";
+  EXPECT_GT(ChunkFiles(dir.path()).size(), files) << "it stored its own chunks beside";
+}
+
+TEST(KvOffloadEngine, RefusesConfigurationsTheTiersCannotServe) {
+  TempDir dir;
+  const std::string not_a_dir = dir.path() + "/file";
+  std::ofstream(not_a_dir) << "x";
+  struct Case {
+    std::string name;
+    EngineConfig cfg;
+    std::string says;
+  };
+  std::vector<Case> cases;
+  EngineConfig c = SmallPool();
+  c.kv_offload_ram_bytes = 1 << 20;
+  c.enable_prefix_caching = false;
+  cases.push_back({"no prefix cache", c, "prefix caching"});
+  c = SmallPool();
+  c.kv_offload_ram_bytes = 1 << 20;
+  EXPECT_TRUE(SetConfigField(&c, "prefix_cache_mode", "radix").ok());
+  cases.push_back({"radix", c, "radix"});
+  c = SmallPool();
+  c.kv_offload_ram_bytes = 1 << 20;
+  c.kv_offload_chunk_tokens = 24;
+  cases.push_back({"chunk not a multiple of the block", c, "multiple of block_size"});
+  c = SmallPool();
+  c.kv_offload_disk = not_a_dir;
+  cases.push_back({"disk path is a file", c, not_a_dir});
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    LLM llm(k.cfg);
+    ASSERT_FALSE(llm.ok());
+    EXPECT_NE(llm.status().message().find(k.says), std::string::npos) << llm.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace kvforge

@@ -12,6 +12,7 @@
 
 #include "base/strings.h"
 #include "kvstore/kv_tier.h"
+#include "kvstore/tier_counting.h"
 #include "kvstore/tier_files.h"
 
 namespace kvforge::kvstore {
@@ -20,10 +21,6 @@ namespace {
 using base::StrFormat;
 
 constexpr const char* kSuffix = ".kvc";
-
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 bool ParseHex64(std::string_view s, uint64_t* out) {
   if (s.size() != 16) return false;
@@ -107,11 +104,7 @@ class DiskTier final : public KvTier {
     }
     lru_.push_front(key);
     map_[key] = Entry{record.size(), lru_.begin()};
-    stats_.used_bytes += record.size();
-    stats_.chunks = static_cast<int64_t>(map_.size());
-    ++stats_.puts;
-    stats_.bytes_in += record.size();
-    stats_.put_latency.Add(SecondsSince(t0));
+    CountPut(&stats_, record.size(), static_cast<int64_t>(map_.size()), t0);
     return Status::Ok();
   }
 
@@ -134,9 +127,7 @@ class DiskTier final : public KvTier {
       EraseLocked(key);  // the file is gone or unreadable: forget it
       return std::nullopt;
     }
-    ++stats_.hits;
-    stats_.bytes_out += r->size();
-    stats_.get_latency.Add(SecondsSince(t0));
+    CountHit(&stats_, r->size(), t0);
     return std::move(*r);
   }
 

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "base/strings.h"
+#include "kvstore/tier_counting.h"
 
 namespace kvforge::kvstore {
 
@@ -15,10 +16,6 @@ std::string TierKey::Hex() const {
 }
 
 namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Records in host memory with an LRU list; `used` counts record bytes.
 class RamTier final : public KvTier {
@@ -43,11 +40,7 @@ class RamTier final : public KvTier {
     }
     lru_.push_front(key);
     map_[key] = Entry{record, lru_.begin()};
-    stats_.used_bytes += record.size();
-    stats_.chunks = static_cast<int64_t>(map_.size());
-    ++stats_.puts;
-    stats_.bytes_in += record.size();
-    stats_.put_latency.Add(SecondsSince(t0));
+    CountPut(&stats_, record.size(), static_cast<int64_t>(map_.size()), t0);
     return Status::Ok();
   }
 
@@ -60,10 +53,8 @@ class RamTier final : public KvTier {
       return std::nullopt;
     }
     lru_.splice(lru_.begin(), lru_, it->second.lru);
-    ++stats_.hits;
-    stats_.bytes_out += it->second.record.size();
     std::vector<uint8_t> out = it->second.record;
-    stats_.get_latency.Add(SecondsSince(t0));
+    CountHit(&stats_, it->second.record.size(), t0);
     return out;
   }
 

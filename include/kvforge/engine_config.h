@@ -98,6 +98,12 @@ struct EngineConfig {
   uint64_t kv_offload_disk_bytes = 8ull << 30;  // disk tier capacity
   int64_t kv_offload_chunk_tokens = 256;        // tokens per chunk (a multiple of block_size)
   KvOffloadCompression kv_offload_compression = KvOffloadCompression::kLz4;
+  // Shared tier: redis://[:password@]host[:port][,host:port...][/db] ("": none). Several hosts
+  // (or one cluster node) mean a Redis Cluster. Capacity and LRU are the server's (maxmemory,
+  // maxmemory-policy allkeys-lru).
+  std::string kv_offload_redis;
+  int64_t kv_offload_redis_timeout_ms = 200;  // connect and each read/write; then a miss
+  int64_t kv_offload_redis_ttl_s = 0;         // expire records (0: never)
 
   // --- KV eviction (docs/kv_cache.md#eviction): every request's default; a request may set its
   // own (SamplingParams::kv_policy) --------------------------------------------------------------

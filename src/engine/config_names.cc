@@ -291,6 +291,12 @@ std::vector<ConfigField> MakeFields() {
           "tokens per offloaded chunk (a multiple of block_size)"),
       Choice("kv_offload_compression", &C::kv_offload_compression, kOffloadCompression,
              "offloaded chunks: none, lz4 or zstd"),
+      Text("kv_offload_redis", &C::kv_offload_redis,
+           "shared Redis KV offload tier, redis://host:port[,host:port...][/db] ('': off)"),
+      Int("kv_offload_redis_timeout_ms", &C::kv_offload_redis_timeout_ms, 1,
+          "Redis tier time-out per connect/read/write, ms (then a miss)"),
+      Int("kv_offload_redis_ttl_s", &C::kv_offload_redis_ttl_s, 0,
+          "Redis tier record expiry, seconds (0: never)"),
   };
   for (ConfigField& p : PolicyFields()) fields.push_back(std::move(p));
   return fields;

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
+#include "kvredis/redis_tier.h"
 #include "model/model.h"
 
 namespace kvforge::engine {
@@ -90,7 +91,8 @@ uint64_t KvFingerprint(const model::Model& model, const kvstore::PagedKvCache& c
 Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
                                                      const model::Model& model,
                                                      kvstore::PagedKvCache* cache) {
-  if (c.kv_offload_ram_bytes == 0 && c.kv_offload_disk.empty()) return std::unique_ptr<KvOffload>();
+  if (c.kv_offload_ram_bytes == 0 && c.kv_offload_disk.empty() && c.kv_offload_redis.empty())
+    return std::unique_ptr<KvOffload>();
   if (cache->prefix_cache() == nullptr || c.contiguous_kv)
     return Status::InvalidArgument("kv offload needs prefix caching (it offloads cached prefixes)");
   if (cache->prefix_cache()->mode() != kvmeta::PrefixCacheMode::kHash)
@@ -110,6 +112,16 @@ Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
     KVF_ASSIGN_OR_RETURN(std::unique_ptr<kvstore::KvTier> disk,
                          kvstore::MakeDiskTier(c.kv_offload_disk, c.kv_offload_disk_bytes, fp));
     tiers.push_back(std::move(disk));
+  }
+  if (!c.kv_offload_redis.empty()) {
+    kvredis::RedisTierOptions ro;
+    ro.timeout_ms = static_cast<int>(std::min<int64_t>(c.kv_offload_redis_timeout_ms, 600000));
+    ro.ttl_seconds = c.kv_offload_redis_ttl_s;
+    Result<std::unique_ptr<kvstore::KvTier>> redis = kvredis::MakeRedisTier(c.kv_offload_redis, ro);
+    if (!redis.ok())
+      return Status(redis.error().code(), "kv_offload_redis: " + redis.error().message() +
+                                              " (start redis-server, or leave the Redis tier out)");
+    tiers.push_back(std::move(*redis));
   }
   // The write queue holds at most 1/4 of the largest tier, between 16 MiB and 512 MiB.
   uint64_t largest = 0;
@@ -252,14 +264,15 @@ int64_t KvOffload::LoadPrefix(int64_t seq, std::span<const int32_t> query, std::
   while (at < query_blocks) {
     const int64_t first = at / chunk_blocks_ * chunk_blocks_;
     const int64_t full_end = first + chunk_blocks_;
-    // The whole chunk, or else the longest shorter one (a sequence's last chunk) the tiers know.
-    int64_t end = 0;
-    for (int64_t e = std::min(full_end, query_blocks); e > at; --e) {
-      if (chain_->Contains(TierKeyFor(keys[static_cast<size_t>(e - 1)], first))) {
-        end = e;
-        break;
-      }
-    }
+    // The whole chunk, or else the longest shorter one (a sequence's last chunk) the tiers know:
+    // candidates longest first, asked of each tier at once (one round trip for Redis).
+    std::vector<kvstore::TierKey> candidates;
+    for (int64_t e = std::min(full_end, query_blocks); e > at; --e)
+      candidates.push_back(TierKeyFor(keys[static_cast<size_t>(e - 1)], first));
+    const size_t found = chain_->ContainsAny(candidates);
+    const int64_t end = found < candidates.size()
+                            ? std::min(full_end, query_blocks) - static_cast<int64_t>(found)
+                            : 0;
     if (end == 0) {
       chain_->CountMiss();
       break;
@@ -284,11 +297,8 @@ std::string KvOffload::Describe() const {
   std::string out = StrFormat("kv offload: chunks of %lld tokens, %s, tiers",
                               (long long)(chunk_blocks_ * cache_->block_tokens()),
                               std::string(kvstore::ChunkCompressionName(compression_)).c_str());
-  for (size_t i = 0; i < chain_->num_tiers(); ++i) {
-    const KvTierStats t = chain_->tier(i).stats();
-    out += StrFormat("%s %s (%.1f MiB, %lld chunks held)", i ? " ->" : "", t.name.c_str(),
-                     static_cast<double>(t.capacity_bytes) / (1 << 20), (long long)t.chunks);
-  }
+  for (size_t i = 0; i < chain_->num_tiers(); ++i)
+    out += (i ? " -> " : " ") + chain_->tier(i).Describe();
   return out;
 }
 

@@ -15,6 +15,18 @@ std::string TierKey::Hex() const {
                          (unsigned long long)a, (unsigned long long)b);
 }
 
+size_t KvTier::ContainsAny(std::span<const TierKey> keys) const {
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (Contains(keys[i])) return i;
+  return keys.size();
+}
+
+std::string KvTier::Describe() const {
+  const KvTierStats t = stats();
+  return base::StrFormat("%s %.1f MiB, %lld chunks held", t.name.c_str(),
+                         static_cast<double>(t.capacity_bytes) / (1 << 20), (long long)t.chunks);
+}
+
 namespace {
 
 // Records in host memory with an LRU list; `used` counts record bytes.

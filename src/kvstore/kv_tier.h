@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ class KvTier {
   virtual std::optional<std::vector<uint8_t>> Get(const TierKey& key) = 0;
   // Whether the tier believes it holds the key (a later Get may still miss).
   virtual bool Contains(const TierKey& key) const = 0;
+  // The index of the first of `keys` the tier holds, keys.size() when none: one question for a
+  // remote tier (one round trip), a loop over Contains for a local one.
+  virtual size_t ContainsAny(std::span<const TierKey> keys) const;
   // Forgets a record (e.g. one that failed verification).
   virtual void Erase(const TierKey& key) = 0;
   virtual KvTierStats stats() const = 0;
@@ -53,6 +57,8 @@ class KvTier {
   virtual void CountCorrupt() = 0;
   // Counts a lookup the chain answered without asking this tier's Get (the record was not here).
   virtual void CountMiss() = 0;
+  // For the start-up log: what the tier is and how big ("ram 64.0 MiB, 12 chunks held").
+  virtual std::string Describe() const;
 };
 
 // Host memory, `capacity_bytes` of records.

@@ -1,5 +1,7 @@
 #include "kvstore/tier_chain.h"
 
+#include <algorithm>
+
 #include "base/log.h"
 
 namespace kvforge::kvstore {
@@ -63,6 +65,23 @@ bool TierChain::Contains(const TierKey& key) const {
   return false;
 }
 
+size_t TierChain::ContainsAny(std::span<const TierKey> keys) const {
+  size_t best = keys.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (pending_.count(keys[i]) != 0) {
+        best = i;
+        break;
+      }
+  }
+  for (const auto& t : tiers_) {
+    if (best == 0) break;
+    best = std::min(best, t->ContainsAny(keys.first(best)));
+  }
+  return best;
+}
+
 std::optional<TierChain::Found> TierChain::Fetch(const TierKey& key) {
   std::shared_ptr<Slot> queued;
   {
@@ -75,10 +94,7 @@ std::optional<TierChain::Found> TierChain::Fetch(const TierKey& key) {
       return Found{*r, tiers_.size()};
   }
   for (size_t i = 0; i < tiers_.size(); ++i) {
-    if (!tiers_[i]->Contains(key)) {
-      tiers_[i]->CountMiss();  // a faster tier that lacked it
-      continue;
-    }
+    // Each tier's Get counts its own miss; no Contains first (a round trip for a remote tier).
     std::optional<std::vector<uint8_t>> r = tiers_[i]->Get(key);
     if (!r) continue;
     if (i > 0) {  // promote into the faster tiers

@@ -45,8 +45,12 @@ class TierChain {
   // nullopt from encode stores nothing.
   using Encoder = std::function<std::optional<std::vector<uint8_t>>()>;
   bool StoreLazy(const TierKey& key, uint64_t bytes, Encoder encode);
-  // Whether some tier (or the queue) holds `key`. No I/O.
+  // Whether some tier (or the queue) holds `key`. No I/O for the local tiers; one round trip
+  // for a remote one.
   bool Contains(const TierKey& key) const;
+  // The index of the first of `keys` that the queue or some tier holds (keys.size(): none), with
+  // one question per tier.
+  size_t ContainsAny(std::span<const TierKey> keys) const;
 
   struct Found {
     std::vector<uint8_t> record;

@@ -3,6 +3,8 @@
 // those with no tier, and the tiers are actually read from; a new engine on a warm disk directory
 // loads what the previous one stored; corrupt or truncated files are refused and recomputed; KV of
 // another format in the same directory is never loaded; impossible configurations are refused.
+// With a real redis-server (started here on a random loopback port): a second engine loads what
+// the first stored, and a killed or stopped server mid-run changes no output.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 
 #include "kvforge/config_names.h"
 #include "kvforge/llm.h"
+#include "support/redis_server.h"
 #include "support/story_prompts.h"
 #include "support/temp_dir.h"
 
@@ -232,6 +235,75 @@ TEST(KvOffloadEngine, KvOfAnotherFormatInTheSameDirectoryIsNeverLoaded) {
   EXPECT_EQ(other.stats.kv_offload_loaded_tokens, 0);
   EXPECT_EQ(other.stats.kv_offload_rejected_chunks, 0) << "kept apart by fingerprint, not refused";
   EXPECT_GT(ChunkFiles(dir.path()).size(), files) << "it stored its own chunks beside";
+}
+
+TEST(KvOffloadEngine, ASecondEngineLoadsWhatTheFirstStoredInRedis) {
+  if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.ok());
+  const Prompts prompts = SharedPrefixPrompts();
+  const RoundsRun want = RunRounds(SmallPool(), prompts, 1);
+  EngineConfig c = SmallPool();
+  c.kv_offload_redis = redis.url();
+  const RoundsRun a = RunRounds(c, prompts, 1);  // instance A computes and stores
+  const RoundsRun b = RunRounds(c, prompts, 1);  // instance B, a fresh engine, loads
+  EXPECT_EQ(a.ids, want.ids);
+  EXPECT_EQ(b.ids, want.ids);
+  EXPECT_GT(b.stats.kv_offload_loaded_tokens, a.stats.kv_offload_loaded_tokens);
+  ASSERT_EQ(b.stats.kv_tiers.size(), 1u);
+  EXPECT_EQ(b.stats.kv_tiers[0].name, "redis");
+  EXPECT_GT(b.stats.kv_tiers[0].hits, 0);
+  EXPECT_EQ(b.stats.kv_tiers[0].errors, 0);
+}
+
+TEST(KvOffloadEngine, AKilledOrStoppedRedisChangesNoOutput) {
+  if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
+  const Prompts prompts = Conversations(5, 96);
+  const RoundsRun want = RunRounds(SmallPool(), prompts, 2, true);
+  for (const bool stop : {false, true}) {
+    SCOPED_TRACE(stop ? "SIGSTOP" : "SIGKILL");
+    testing::RedisServer redis;
+    ASSERT_TRUE(redis.ok());
+    EngineConfig c = SmallPool();
+    c.kv_offload_redis = redis.url();
+    c.kv_offload_redis_timeout_ms = 50;
+    LLM llm(c);
+    ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+    std::vector<std::vector<int32_t>> ids;
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        if (round == 1 && i == 2) stop ? redis.Pause() : redis.Kill();  // mid-run
+        auto outs = llm.generate({prompts[i]}, Greedy(16));
+        ASSERT_TRUE(outs.ok()) << outs.status().ToString();
+        ids.push_back(outs->at(0).outputs.at(0).token_ids);
+      }
+    }
+    EXPECT_EQ(ids, want.ids) << "a failed tier must mean recompute, never other output";
+    const EngineStats st = llm.stats();
+    ASSERT_EQ(st.kv_tiers.size(), 1u);
+    EXPECT_GT(st.kv_tiers[0].errors, 0) << "the failure was noticed";
+    EXPECT_GT(st.kv_offload_loaded_tokens, 0) << "before the failure the tier served";
+    redis.Resume();
+  }
+}
+
+TEST(KvOffloadEngine, AnUnreachableRedisAtStartIsAClearError) {
+  if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
+  std::string url;
+  {
+    testing::RedisServer gone;
+    ASSERT_TRUE(gone.ok());
+    url = gone.url();
+  }
+  EngineConfig c = SmallPool();
+  c.kv_offload_redis = url;
+  LLM llm(c);
+  ASSERT_FALSE(llm.ok());
+  EXPECT_NE(llm.status().message().find("kv_offload_redis"), std::string::npos)
+      << llm.status().ToString();
+  c.kv_offload_redis = "localhost:6379";
+  LLM bad(c);
+  EXPECT_FALSE(bad.ok()) << "a URL without redis:// is refused";
 }
 
 TEST(KvOffloadEngine, RefusesConfigurationsTheTiersCannotServe) {

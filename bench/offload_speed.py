@@ -8,6 +8,10 @@ into a hot KV pool much smaller than the conversations' working set, with:
   disk       --kv-offload-disk on a fresh directory (cold)
   disk-warm  --kv-offload-disk on a directory a previous engine filled with the same workload
              (a restarted server)
+  redis      --kv-offload-redis on an empty database of a redis-server this script starts
+  redis-warm --kv-offload-redis on a database another engine process filled with the same
+             workload (instance B reusing what instance A computed)
+The Redis variants need redis-server (Debian's package); without it they are left out.
 Variants alternate within each round, in an order that flips each round, and every round is
 repeated --rounds times. Prints each variant's mean TTFT and output tokens/s per round, the ratio
 against `off` from the same round, the median ratio, and the share of prompt tokens the tiers
@@ -22,9 +26,45 @@ import os
 import statistics
 import subprocess
 import sys
+import socket
+import shutil
 import tempfile
+import time
 
-VARIANTS = ["off", "ram", "disk", "disk-warm"]
+VARIANTS = ["off", "ram", "disk", "disk-warm", "redis", "redis-warm"]
+REDIS_COLD_DB, REDIS_WARM_DB = 0, 1
+
+
+class RedisServer:
+    """A throw-away redis-server on a free loopback port (LRU-bounded, no persistence)."""
+
+    def __init__(self, tmp):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", tmp, "--maxmemory", "4gb",
+             "--maxmemory-policy", "allkeys-lru", "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            if self.cli("PING").strip() == "PONG":
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise SystemExit("offload_speed: redis-server did not start")
+
+    def cli(self, *args, db=0):
+        r = subprocess.run(["redis-cli", "-p", str(self.port), "-n", str(db), *args],
+                           capture_output=True, text=True)
+        return r.stdout
+
+    def url(self, db):
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
 
 
 def throughput(kvf, model, a, extra):
@@ -36,8 +76,13 @@ def throughput(kvf, model, a, extra):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def tier_args(variant, a, tmp):
+def tier_args(variant, a, tmp, redis=None):
     chunk = ["--kv-offload-chunk", str(a.chunk)]
+    if variant == "redis":
+        redis.cli("FLUSHDB", db=REDIS_COLD_DB)
+        return ["--kv-offload-redis", redis.url(REDIS_COLD_DB)] + chunk
+    if variant == "redis-warm":
+        return ["--kv-offload-redis", redis.url(REDIS_WARM_DB)] + chunk
     if variant == "off":
         return []
     if variant == "ram":
@@ -68,20 +113,34 @@ def main():
                         "--heads", str(a.dim // 64), "--kv-heads", str(a.dim // 64),
                         "--ffn", str(a.dim * 8 // 3 // 32 * 32), "--dtype", "f16", "--out", model],
                        check=True, capture_output=True)
-        # Fill the warm directory once, as a previous server process would have.
-        throughput(a.kvforge, model, a, tier_args("disk-warm", a, tmp))
-        rows = {v: [] for v in VARIANTS}
-        for r in range(a.rounds):
-            order = VARIANTS if r % 2 == 0 else list(reversed(VARIANTS))
-            for v in order:
-                rows[v].append(throughput(a.kvforge, model, a, tier_args(v, a, tmp)))
+        variants = list(VARIANTS)
+        redis = None
+        if shutil.which("redis-server") and shutil.which("redis-cli"):
+            redis = RedisServer(tmp)
+        else:
+            variants = [v for v in variants if not v.startswith("redis")]
+            print("offload_speed: redis-server not found; Redis variants left out", file=sys.stderr)
+        try:
+            # Fill the warm directory (and the warm Redis database) once, as a previous server
+            # process, or another instance, would have.
+            throughput(a.kvforge, model, a, tier_args("disk-warm", a, tmp))
+            if redis:
+                throughput(a.kvforge, model, a, tier_args("redis-warm", a, tmp, redis))
+            rows = {v: [] for v in variants}
+            for r in range(a.rounds):
+                order = variants if r % 2 == 0 else list(reversed(variants))
+                for v in order:
+                    rows[v].append(throughput(a.kvforge, model, a, tier_args(v, a, tmp, redis)))
+        finally:
+            if redis:
+                redis.stop()
     print(f"multi-turn: {a.conversations} conversations x {a.turns} turns, input {a.input_len}, "
           f"output {a.output_len}, pool {a.pool}, chunk {a.chunk}; model dim {a.dim} x {a.layers} layers\n")
     print("| variant | mean TTFT ms per round | TTFT / off per round | median | output tok/s per round | "
           "tok/s / off median | prompt tokens from tiers |")
     print("|---|---|---|---|---|---|---|")
     summary = {}
-    for v in VARIANTS:
+    for v in rows:
         ttft = [x["ttft_ms"]["mean"] for x in rows[v]]
         tps = [x["output_tokens_per_s"] for x in rows[v]]
         r_ttft = [t / o["ttft_ms"]["mean"] for t, o in zip(ttft, rows["off"])]

@@ -50,6 +50,13 @@ void AddOffloadFlags(FlagParser& p, KvFlags* f) {
            "KV offload: tokens per chunk, a multiple of the block size (256)");
   p.AddString("kv-offload-compression", &f->offload_compression,
               "KV offload: chunk compression, none | lz4 | zstd (lz4)");
+  p.AddString("kv-offload-redis", &f->offload_redis,
+              "KV offload: shared Redis tier, redis://[:PASS@]HOST[:PORT][,HOST:PORT...][/DB]; "
+              "several hosts (or one cluster node) = Redis Cluster (default off)");
+  p.AddInt("kv-offload-redis-timeout", &f->offload_redis_timeout_ms,
+           "KV offload: Redis time-out per connect/read/write in ms, then a miss (200)");
+  p.AddInt("kv-offload-redis-ttl", &f->offload_redis_ttl_s,
+           "KV offload: Redis record expiry in seconds (0: never, the server's LRU decides)");
 }
 
 namespace {
@@ -70,6 +77,13 @@ Status ApplyOffloadFlags(const KvFlags& f, EngineConfig* config) {
     if (dir.empty()) return Status::InvalidArgument("--kv-offload-disk: empty directory");
   }
   config->kv_offload_disk = dir;
+  config->kv_offload_redis = f.offload_redis;
+  if (f.offload_redis_timeout_ms <= 0)
+    return Status::InvalidArgument("--kv-offload-redis-timeout must be positive (ms)");
+  if (f.offload_redis_ttl_s < 0)
+    return Status::InvalidArgument("--kv-offload-redis-ttl must not be negative");
+  config->kv_offload_redis_timeout_ms = f.offload_redis_timeout_ms;
+  config->kv_offload_redis_ttl_s = f.offload_redis_ttl_s;
   return Status::Ok();
 }
 

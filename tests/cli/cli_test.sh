@@ -334,5 +334,55 @@ wait "$SERVE_PID" 2>/dev/null
 check "make-model deepseek2 bad rope" 2 "$KVF" make-model --arch deepseek2 --qk-rope-dim 3 --out "$TMP/ds.gguf"
 contains "make-model deepseek2 bad rope message" "$TMP/err" "RoPE width even"
 
+# The shared Redis tier. A dead URL is a clear start-up error; with the suite's redis-server
+# (scripts/with_redis.sh sets KVF_REDIS_URL), instance B serves a long prompt from what instance A
+# stored, with A's text, and says so on /metrics.
+DEAD_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+check "offload redis unreachable" 1 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-redis "redis://127.0.0.1:$DEAD_PORT" --no-progress
+contains "offload redis unreachable message" "$TMP/err" "kv_offload_redis"
+check "offload redis bad url" 1 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-redis "127.0.0.1:6379" --no-progress
+contains "offload redis bad url message" "$TMP/err" "redis://"
+check "offload redis bad timeout" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-redis "redis://127.0.0.1:1" --kv-offload-redis-timeout 0 --no-progress
+start_serve() {  # start_serve NAME ARGS...: sets SERVE_URL (empty on failure), SERVE_PID
+  local name="$1"; shift
+  "$KVF" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  SERVE_PID=$!
+  SERVE_URL=""
+  for _ in $(seq 1 200); do  # at most 20 s for the listening line
+    SERVE_URL="$(grep -o 'http://127.0.0.1:[0-9]*' "$TMP/$name.err" | head -1)"
+    [[ -n "$SERVE_URL" ]] && break
+    sleep 0.1
+  done
+}
+if [[ -n "${KVF_REDIS_URL:-}" ]]; then
+  LONG_PROMPT="Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine. One day, she saw a big tree with a swing. She ran to the swing and sat on it. She swung high and low, and she laughed."
+  BODY="$(python3 -c 'import json,sys; print(json.dumps({"prompt":sys.argv[1],"max_tokens":8,"temperature":0}))' "$LONG_PROMPT")"
+  # A fresh namespace of keys for this run: a salt-free key depends only on model and tokens, so
+  # flush what an earlier run against the same server left.
+  redis-cli -u "$KVF_REDIS_URL" flushall >/dev/null 2>&1 || true
+  TEXTS=()
+  for inst in a b; do
+    start_serve "redis-$inst" --kv-offload-redis "$KVF_REDIS_URL" --kv-offload-chunk 16
+    if [[ -z "$SERVE_URL" ]]; then
+      fail=$((fail + 1)); echo "FAIL: serve $inst with redis did not start"; head -c 600 "$TMP/redis-$inst.err"
+    else
+      contains "serve $inst logs the redis tier" "$TMP/redis-$inst.err" "redis 127.0.0.1:"
+      check "serve $inst redis completion" 0 curl -sf --max-time 60 "$SERVE_URL/v1/completions" -H 'Content-Type: application/json' -d "$BODY"
+      TEXTS+=("$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"], end="")' "$TMP/out")")
+      check "serve $inst redis metrics" 0 curl -sf --max-time 10 "$SERVE_URL/metrics"
+      cp "$TMP/out" "$TMP/redis-$inst.metrics"
+    fi
+    kill "$SERVE_PID" 2>/dev/null
+    wait "$SERVE_PID" 2>/dev/null  # A's writer finishes its queue before it exits
+  done
+  if [[ "${#TEXTS[@]}" == 2 && "${TEXTS[0]}" == "${TEXTS[1]}" ]]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: instance B's text differs from A's: ${TEXTS[*]}"; fi
+  HITS="$(grep -E '^kvforge_kv_tier_hits_total\{tier="redis"\}' "$TMP/redis-b.metrics" | awk '{print $2}')"
+  if [[ -n "$HITS" ]] && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$HITS"; then
+    pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: instance B had no redis hits ($HITS)"; grep kv_tier "$TMP/redis-b.metrics" | head; fi
+else
+  echo "note: KVF_REDIS_URL not set (run under scripts/with_redis.sh): shared-Redis serve checks skipped"
+fi
 echo "$pass passed, $fail failed"
 [[ "$fail" == 0 ]]

@@ -145,6 +145,30 @@ def test_kv_offload_disk_tier_serves_a_restarted_engine(tmp_path):
         LLM(**dict(opts, kv_offload_compression="gzip"))
 
 
+@pytest.mark.skipif(not os.environ.get("KVF_REDIS_URL"),
+                    reason="needs KVF_REDIS_URL (scripts/with_redis.sh starts a redis-server)")
+def test_kv_offload_redis_tier_is_shared_by_two_engines():
+    # Database 5 of the suite's server: apart from the CLI checks' keys.
+    url = os.environ["KVF_REDIS_URL"] + "/5"
+    opts = dict(max_model_len=256, enable_prefix_caching=True, block_size=16,
+                kv_cache_memory_bytes=640 * 16 * 6, kv_offload_redis=url,
+                kv_offload_chunk_tokens=32, kv_offload_redis_timeout_ms=500)
+    prompt = "One day, a little boy named Tim found a shiny red ball under a big green tree " \
+             "near his house, and he ran to show his mom."
+    with LLM(**opts) as first:
+        want = first.generate(prompt, SamplingParams(**GREEDY))[0].outputs[0].token_ids
+        assert first.config["kv_offload_redis"] == url
+    with LLM(**opts) as second:
+        out = second.generate(prompt, SamplingParams(**GREEDY))[0]
+        assert out.outputs[0].token_ids == want
+        st = second.stats()
+        assert st["kv_offload_loaded_tokens"] >= 32
+        assert [t["name"] for t in st["kv_tiers"]] == ["redis"]
+        assert st["kv_tiers"][0]["hits"] >= 1
+    with pytest.raises(ValueError, match="redis://"):
+        LLM(**dict(opts, kv_offload_redis="localhost:6379"))
+
+
 @pytest.mark.parametrize("dtype", [d for d in kvforge.kv_cache_dtypes()])
 def test_every_kv_dtype_is_accepted(dtype):
     with LLM(max_model_len=128, kv_cache_dtype=dtype, kv_cache_memory_bytes=8 << 20) as llm:

@@ -23,5 +23,6 @@ int CalcMain(const Args& args);          // cmd_calc.cc
 int ChatTemplateMain(const Args& args);  // cmd_chat_template.cc
 int ServeMain(const Args& args);         // cmd_serve.cc (server module)
 int BenchServeMain(const Args& args);    // cmd_bench_serve.cc (server module)
+int RouteMain(const Args& args);         // cmd_route.cc (router module)
 
 }  // namespace kvforge::cli

@@ -4,7 +4,8 @@
 //   keys in the TurboQuant-prod format), and KV eviction: --kv-policy NAME --kv-budget B with the
 //   method's parameters --kv-sinks, --kv-window, --kv-pool-kernel, --kv-pyramid-beta; and
 //   --mla-attention (deepseek2: absorbed, naive or auto). The KV offload tiers (--kv-offload-ram
-//   SIZE, --kv-offload-disk DIR[:SIZE], --kv-offload-chunk TOKENS, --kv-offload-compression, --kv-offload-redis URL, --kv-offload-redis-timeout MS,
+//   SIZE, --kv-offload-disk DIR[:SIZE], --kv-offload-chunk TOKENS, --kv-offload-compression,
+//   --kv-offload-redis URL, --kv-offload-redis-timeout MS,
 //   --kv-offload-redis-ttl SECONDS) are
 //   a separate group, for the commands that run the batched engine (serve, bench throughput).
 #pragma once

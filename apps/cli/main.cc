@@ -34,6 +34,8 @@ const Command kCommands[] = {
 #endif
 #ifdef KVF_HAVE_SERVER
     {"serve", kvforge::cli::ServeMain, "OpenAI-compatible HTTP server (streaming, metrics)"},
+    {"route", kvforge::cli::RouteMain,
+     "cache-aware router in front of several `kvforge serve` workers"},
 #endif
 #ifdef KVF_HAVE_CHAT_TEMPLATE
     {"chat-template", kvforge::cli::ChatTemplateMain, "render a chat template with messages"},

@@ -384,5 +384,70 @@ if [[ -n "${KVF_REDIS_URL:-}" ]]; then
 else
   echo "note: KVF_REDIS_URL not set (run under scripts/with_redis.sh): shared-Redis serve checks skipped"
 fi
+# kvforge route over two real `kvforge serve` workers: one prompt keeps going to the worker that
+# cached it (its second answer reports cached tokens), streaming passes through with the direct
+# text, a killed worker's requests go to the other, and with no worker left the router says 503.
+check "route no workers" 2 "$KVF" route --port 0
+check "route bad policy" 2 "$KVF" route --port 0 --workers http://127.0.0.1:1 --policy random
+start_serve "rw1" --threads 1
+W1_URL="$SERVE_URL"; W1_PID=$SERVE_PID
+start_serve "rw2" --threads 1
+W2_URL="$SERVE_URL"; W2_PID=$SERVE_PID
+"$KVF" route --port 0 --workers "$W1_URL,$W2_URL" --health-interval-ms 100 >"$TMP/route.out" 2>"$TMP/route.err" &
+ROUTE_PID=$!
+R_URL=""
+for _ in $(seq 1 200); do
+  R_URL="$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/route.err" | grep -o 'http://.*' | head -1)"
+  [[ -n "$R_URL" ]] && break
+  sleep 0.1
+done
+if [[ -z "$W1_URL" || -z "$W2_URL" || -z "$R_URL" ]]; then
+  fail=$((fail + 1)); echo "FAIL: route or its workers did not start"; head -c 600 "$TMP/route.err"
+else
+  ROUTE_BODY='{"prompt":"Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine with her dog.","max_tokens":6,"temperature":0}'
+  WORKERS_SEEN=()
+  for i in 1 2 3; do
+    curl -s -D "$TMP/route.h$i" --max-time 60 "$R_URL/v1/completions" -H 'Content-Type: application/json' -d "$ROUTE_BODY" >"$TMP/route.b$i"
+    WORKERS_SEEN+=("$(grep -i '^x-kvforge-worker:' "$TMP/route.h$i" | tr -d '\r' | awk '{print $2}')")
+  done
+  if [[ -n "${WORKERS_SEEN[0]}" && "${WORKERS_SEEN[0]}" == "${WORKERS_SEEN[1]}" && "${WORKERS_SEEN[1]}" == "${WORKERS_SEEN[2]}" ]]; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: one prompt went to different workers: ${WORKERS_SEEN[*]}"; fi
+  CACHED="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens_details"]["cached_tokens"])' "$TMP/route.b2")"
+  if [[ "$CACHED" -gt 0 ]]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: the second routed request had no cached tokens ($CACHED)"; fi
+  DIRECT="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"], end="")' "$TMP/route.b1")"
+  STREAM_BODY='{"prompt":"Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine with her dog.","max_tokens":6,"temperature":0,"stream":true}'
+  curl -sN --max-time 60 "$R_URL/v1/completions" -H 'Content-Type: application/json' -d "$STREAM_BODY" >"$TMP/route.sse"
+  STREAMED="$(python3 -c '
+import json, sys
+text = ""
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("data: ") and line != "data: [DONE]":
+        text += json.loads(line[6:])["choices"][0]["text"]
+print(text, end="")' "$TMP/route.sse")"
+  if [[ "$STREAMED" == "$DIRECT" ]] && grep -q '^data: \[DONE\]' "$TMP/route.sse"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: routed stream '$STREAMED' is not the routed text '$DIRECT'"; fi
+  check "route workers json" 0 curl -sf --max-time 10 "$R_URL/workers"
+  contains "route workers lists cache routing" "$TMP/out" '"routed_by_cache":3'
+  check "route metrics" 0 curl -sf --max-time 10 "$R_URL/metrics"
+  contains "route metrics family" "$TMP/out" "kvforge_router_requests_total"
+  # Kill the worker that has the prompt: the next request is answered by the other one.
+  if [[ "${WORKERS_SEEN[0]}" == "$W1_URL" ]]; then kill -9 "$W1_PID"; wait "$W1_PID" 2>/dev/null; ALIVE="$W2_URL"; else
+    kill -9 "$W2_PID"; wait "$W2_PID" 2>/dev/null; ALIVE="$W1_URL"; fi
+  curl -s -D "$TMP/route.h4" --max-time 60 "$R_URL/v1/completions" -H 'Content-Type: application/json' -d "$ROUTE_BODY" >"$TMP/route.b4"
+  if grep -qi "^x-kvforge-worker: $ALIVE" "$TMP/route.h4" && grep -q '"text"' "$TMP/route.b4"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: after a worker died the request did not go to $ALIVE"; cat "$TMP/route.h4" "$TMP/route.b4"; fi
+  kill -9 "$W1_PID" "$W2_PID" 2>/dev/null; wait "$W1_PID" "$W2_PID" 2>/dev/null
+  DOWN=0
+  for _ in $(seq 1 100); do  # at most 10 s for the health checks to notice
+    if [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$R_URL/health")" == 503 ]]; then DOWN=1; break; fi
+    sleep 0.1
+  done
+  if [[ "$DOWN" == 1 ]]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: route /health not 503 with no worker"; fi
+  check "route no worker left" 22 curl -sf --max-time 10 "$R_URL/v1/completions" -H 'Content-Type: application/json' -d "$ROUTE_BODY"
+fi
+kill "$ROUTE_PID" "$W1_PID" "$W2_PID" 2>/dev/null
+wait "$ROUTE_PID" 2>/dev/null
 echo "$pass passed, $fail failed"
 [[ "$fail" == 0 ]]

@@ -98,6 +98,31 @@ json RequestsJson(const KvSnapshot& s) {
   return out;
 }
 
+// The offload tiers below the pool (docs/kv_cache.md#tiers), fastest first; enabled false and no
+// tiers without them.
+json OffloadJson(const EngineStats& st) {
+  json tiers = json::array();
+  for (const KvTierStats& t : st.kv_tiers)
+    tiers.push_back({{"name", t.name},
+                     {"capacity_bytes", t.capacity_bytes},
+                     {"used_bytes", t.used_bytes},
+                     {"chunks", t.chunks},
+                     {"hits", t.hits},
+                     {"misses", t.misses},
+                     {"puts", t.puts},
+                     {"evictions", t.evictions},
+                     {"errors", t.errors},
+                     {"bytes_in", t.bytes_in},
+                     {"bytes_out", t.bytes_out}});
+  return {{"enabled", st.kv_offload},
+          {"loaded_tokens", st.kv_offload_loaded_tokens},
+          {"loaded_chunks", st.kv_offload_loaded_chunks},
+          {"stored_chunks", st.kv_offload_stored_chunks},
+          {"rejected_chunks", st.kv_offload_rejected_chunks},
+          {"dropped_writes", st.kv_offload_dropped_writes},
+          {"tiers", std::move(tiers)}};
+}
+
 json StatsJson(const EngineStats& st) {
   const double frag = st.reserved_slots > 0 ? 1.0 - static_cast<double>(st.live_tokens) /
                                                         static_cast<double>(st.reserved_slots)
@@ -127,6 +152,7 @@ std::string EncodeKvSnapshot(const KvSnapshot& snap, const EngineStats& stats,
                {"blocks", BlocksJson(snap)},
                {"prefix_cache", PrefixJson(snap, stats)},
                {"requests", RequestsJson(snap)},
+               {"offload", OffloadJson(stats)},
                {"stats", StatsJson(stats)}});
 }
 

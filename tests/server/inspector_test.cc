@@ -46,6 +46,8 @@ TEST(Inspector, PageSnapshotAndHistory) {
   EXPECT_EQ(idle.body["stats"]["kv_usage"], 0.0);
   EXPECT_EQ(idle.body["prefix_cache"]["mode"], "hash");
   EXPECT_TRUE(idle.body["requests"].empty());
+  EXPECT_FALSE(idle.body["offload"]["enabled"]) << "no tier configured";
+  EXPECT_TRUE(idle.body["offload"]["tiers"].empty());
 
   const std::string system_text =
       "You are a storyteller. You tell short, happy stories about a little dog named Max and "
@@ -104,6 +106,26 @@ TEST(Inspector, PageSnapshotAndHistory) {
   }
   EXPECT_TRUE(saw_ttft) << samples.dump();
   EXPECT_EQ(Get(h->url(), "/v1/kvforge/history").body["interval_s"], 0.05);
+}
+
+TEST(Inspector, TheSnapshotShowsTheOffloadTiers) {
+  EngineConfig c = TestEngineConfig();
+  c.kv_offload_ram_bytes = 4 << 20;
+  c.kv_offload_chunk_tokens = 16;
+  auto h = Harness::Start(c, ServerOptions{});
+  ASSERT_NE(h, nullptr);
+  EXPECT_NE(Get(h->url(), "/").raw.find("tier-table"), std::string::npos);
+  const std::string system_text =
+      "You are a storyteller. You tell short, happy stories about a little dog named Max.";
+  ASSERT_EQ(Post(h->url(), "/v1/chat/completions", Chat(system_text, "A story.")).status, 200);
+  Reply snap = Get(h->url(), "/v1/kvforge/kv");
+  ASSERT_EQ(snap.status, 200);
+  const json& o = snap.body["offload"];
+  EXPECT_TRUE(o["enabled"]);
+  ASSERT_EQ(o["tiers"].size(), 1u);
+  EXPECT_EQ(o["tiers"][0]["name"], "ram");
+  EXPECT_EQ(o["tiers"][0]["capacity_bytes"], 4 << 20);
+  EXPECT_GT(o["stored_chunks"].get<int64_t>(), 0) << "the prompt's chunks were queued";
 }
 
 TEST(Inspector, ApiKeyGuardsTheJsonAndNotThePage) {

@@ -34,20 +34,27 @@ def redis_cli(port, *args):
 
 
 def start_redis(tmp, cluster=False):
-    port = free_port()
-    d = tempfile.mkdtemp(dir=tmp)
-    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-           "--appendonly", "no", "--dir", d, "--maxmemory", "4gb",
-           "--maxmemory-policy", "allkeys-lru", "--loglevel", "warning"]
-    if cluster:
-        cmd += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        if redis_cli(port, "PING").strip() == "PONG":
-            return p, port
-        time.sleep(0.1)
-    p.kill()
-    raise SystemExit(f"redis_share: redis-server did not start on port {port} ({d})")
+    for _ in range(3):  # a port taken between the probe and the bind: try another
+        port = free_port()
+        d = tempfile.mkdtemp(dir=tmp)
+        cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--dir", d, "--maxmemory", "4gb",
+               "--maxmemory-policy", "allkeys-lru", "--loglevel", "warning",
+               "--logfile", os.path.join(d, "redis.log")]
+        if cluster:
+            cmd += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            if redis_cli(port, "PING").strip() == "PONG":
+                return p, port
+            if p.poll() is not None:
+                break
+            time.sleep(0.1)
+        p.kill()
+        p.wait()
+        log = open(os.path.join(d, "redis.log")).read() if os.path.exists(os.path.join(d, "redis.log")) else ""
+        print(f"redis_share: redis-server on port {port} did not start: {log[-300:]}", file=sys.stderr)
+    raise SystemExit("redis_share: redis-server did not start")
 
 
 def start_cluster(tmp):

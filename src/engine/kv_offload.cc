@@ -95,8 +95,6 @@ Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
     return std::unique_ptr<KvOffload>();
   if (cache->prefix_cache() == nullptr || c.contiguous_kv)
     return Status::InvalidArgument("kv offload needs prefix caching (it offloads cached prefixes)");
-  if (cache->prefix_cache()->mode() != kvmeta::PrefixCacheMode::kHash)
-    return Status::InvalidArgument("kv offload works with prefix_cache_mode hash, not radix");
   const int64_t bt = cache->block_tokens();
   if (c.kv_offload_chunk_tokens <= 0 || c.kv_offload_chunk_tokens % bt != 0)
     return Status::InvalidArgument(
@@ -251,9 +249,12 @@ bool KvOffload::LoadChunk(int64_t seq, std::span<const int32_t> query,
 int64_t KvOffload::LoadPrefix(int64_t seq, std::span<const int32_t> query, std::string_view salt,
                               int64_t have) {
   const int64_t bt = cache_->block_tokens();
-  if (have % bt != 0 || !cache_->Contains(seq)) return have;
+  if (!cache_->Contains(seq)) return have;
   const int64_t query_blocks = static_cast<int64_t>(query.size()) / bt;
-  int64_t at = have / bt;  // first block not held yet
+  // First block not wholly held. A hit that ends inside a block (radix mode) holds that block as
+  // its own copy (PagedKvCache::AttachPrefix), so a chunk loaded over it overwrites only a
+  // private block, with the same tokens' KV.
+  int64_t at = have / bt;
   if (at >= query_blocks) return have;
   std::vector<kvmeta::BlockKey> keys;
   keys.reserve(static_cast<size_t>(query_blocks));
@@ -281,7 +282,7 @@ int64_t KvOffload::LoadPrefix(int64_t seq, std::span<const int32_t> query, std::
     at = end;
     if (end < full_end) break;  // a shorter chunk ends its sequence's stored prefix
   }
-  const int64_t now = at * bt;
+  const int64_t now = std::max(have, at * bt);
   stats_.loaded_tokens += now - have;
   return now;
 }

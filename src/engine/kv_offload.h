@@ -61,7 +61,8 @@ class KvOffload {
   // final: the sequence is finishing, so a last partial chunk goes too.
   void StoreComputed(int64_t seq, std::span<const int32_t> tokens, int64_t n, std::string_view salt,
                      bool final);
-  // Resident `seq` holds the first `have` tokens of `query` (a hot-cache hit, block aligned).
+  // Resident `seq` holds the first `have` tokens of `query` (a hot-cache hit; in radix mode it may
+  // end inside a block, which is then the sequence's own copy).
   // Loads the chunks that follow from the tiers into new blocks of `seq`; returns the tokens it
   // holds now (>= have).
   int64_t LoadPrefix(int64_t seq, std::span<const int32_t> query, std::string_view salt,

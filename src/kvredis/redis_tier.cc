@@ -22,15 +22,13 @@ std::string ConfigValue(RedisClient& client, std::string_view name) {
   return r->elements[1].str;
 }
 
-class RedisTier final : public kvstore::KvTier {
+class RedisTier final : public kvstore::CountingTier {
  public:
   RedisTier(std::unique_ptr<RedisClient> client, const RedisTierOptions& options, uint64_t capacity)
-      : client_(std::move(client)), ttl_(std::to_string(options.ttl_seconds)) {
-    stats_.name = "redis";
-    stats_.capacity_bytes = capacity;
-    use_ttl_ = options.ttl_seconds > 0;
-  }
-  const std::string& name() const override { return stats_.name; }
+      : CountingTier("redis", capacity),
+        client_(std::move(client)),
+        ttl_(std::to_string(options.ttl_seconds)),
+        use_ttl_(options.ttl_seconds > 0) {}
 
   Status Put(const kvstore::TierKey& key, const std::vector<uint8_t>& record) override {
     const auto t0 = std::chrono::steady_clock::now();
@@ -107,18 +105,6 @@ class RedisTier final : public kvstore::KvTier {
       ++stats_.errors;
     }
   }
-  KvTierStats stats() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
-  void CountCorrupt() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.errors;
-  }
-  void CountMiss() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.misses;
-  }
   std::string Describe() const override {
     std::string out = client_->Describe();
     const uint64_t cap = stats().capacity_bytes;
@@ -130,9 +116,7 @@ class RedisTier final : public kvstore::KvTier {
  private:
   std::unique_ptr<RedisClient> client_;
   const std::string ttl_;
-  bool use_ttl_ = false;
-  mutable std::mutex mu_;  // stats_
-  mutable KvTierStats stats_;
+  const bool use_ttl_;
 };
 
 }  // namespace

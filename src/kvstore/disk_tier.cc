@@ -39,14 +39,14 @@ bool ParseHex64(std::string_view s, uint64_t* out) {
   return true;
 }
 
-class DiskTier final : public KvTier {
+class DiskTier final : public CountingTier {
  public:
   DiskTier(std::string dir, uint64_t capacity, uint64_t fingerprint,
            std::shared_ptr<TierFiles> files)
-      : dir_(std::move(dir)), fingerprint_(fingerprint), files_(std::move(files)) {
-    stats_.name = "disk";
-    stats_.capacity_bytes = capacity;
-  }
+      : CountingTier("disk", capacity),
+        dir_(std::move(dir)),
+        fingerprint_(fingerprint),
+        files_(std::move(files)) {}
 
   Status Open() {
     KVF_RETURN_IF_ERROR(files_->MakeDirs(dir_));
@@ -74,8 +74,6 @@ class DiskTier final : public KvTier {
     stats_.chunks = static_cast<int64_t>(map_.size());
     return Status::Ok();
   }
-
-  const std::string& name() const override { return stats_.name; }
 
   Status Put(const TierKey& key, const std::vector<uint8_t>& record) override {
     const auto t0 = std::chrono::steady_clock::now();
@@ -142,18 +140,6 @@ class DiskTier final : public KvTier {
     }
     (void)files_->Remove(Path(key));
   }
-  KvTierStats stats() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
-  void CountCorrupt() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.errors;
-  }
-  void CountMiss() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.misses;
-  }
 
  private:
   struct Entry {
@@ -184,10 +170,8 @@ class DiskTier final : public KvTier {
   const std::string dir_;
   const uint64_t fingerprint_;
   std::shared_ptr<TierFiles> files_;
-  mutable std::mutex mu_;
-  std::list<TierKey> lru_;  // most recent first
+  std::list<TierKey> lru_;  // most recent first; guarded by mu_
   std::unordered_map<TierKey, Entry, TierKeyHash> map_;
-  KvTierStats stats_;
 };
 
 }  // namespace

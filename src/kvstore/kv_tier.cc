@@ -30,13 +30,9 @@ std::string KvTier::Describe() const {
 namespace {
 
 // Records in host memory with an LRU list; `used` counts record bytes.
-class RamTier final : public KvTier {
+class RamTier final : public CountingTier {
  public:
-  explicit RamTier(uint64_t capacity) {
-    stats_.name = "ram";
-    stats_.capacity_bytes = capacity;
-  }
-  const std::string& name() const override { return stats_.name; }
+  explicit RamTier(uint64_t capacity) : CountingTier("ram", capacity) {}
 
   Status Put(const TierKey& key, const std::vector<uint8_t>& record) override {
     const auto t0 = std::chrono::steady_clock::now();
@@ -78,18 +74,6 @@ class RamTier final : public KvTier {
     std::lock_guard<std::mutex> lock(mu_);
     EraseLocked(key);
   }
-  KvTierStats stats() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
-  void CountCorrupt() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.errors;
-  }
-  void CountMiss() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.misses;
-  }
 
  private:
   struct Entry {
@@ -105,10 +89,8 @@ class RamTier final : public KvTier {
     stats_.chunks = static_cast<int64_t>(map_.size());
   }
 
-  mutable std::mutex mu_;
-  std::list<TierKey> lru_;  // most recent first
+  std::list<TierKey> lru_;  // most recent first; guarded by mu_
   std::unordered_map<TierKey, Entry, TierKeyHash> map_;
-  KvTierStats stats_;
 };
 
 }  // namespace

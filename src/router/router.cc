@@ -22,6 +22,17 @@ HttpResponse JsonError(int status, const std::string& message, const std::string
   return r;
 }
 
+// The worker's reply as the router's: status, body and content type, and who answered.
+HttpResponse FromWorker(const HttpResult& r, const std::string& url) {
+  HttpResponse out;
+  out.status = r.status;
+  out.body = r.body;
+  if (std::string ct = server::FindHeader(r.headers, "Content-Type"); !ct.empty())
+    out.content_type = ct;
+  out.headers.emplace_back("x-kvforge-worker", url);
+  return out;
+}
+
 std::string SseError(const std::string& message) {
   return "data: " + ErrorJson(message, "upstream_error", 502) + "\n\n";
 }
@@ -163,13 +174,7 @@ HttpResponse Router::Forward(const HttpRequest& req) {
     if (!r.ok)
       return JsonError(502, "route: worker " + url + " failed during the request (" + r.error + ")",
                        "upstream_error");
-    HttpResponse out;
-    out.status = r.status;
-    out.body = r.body;
-    if (std::string ct = server::FindHeader(r.headers, "Content-Type"); !ct.empty())
-      out.content_type = ct;
-    out.headers.emplace_back("x-kvforge-worker", url);
-    return out;
+    return FromWorker(r, url);
   }
 }
 
@@ -232,23 +237,14 @@ HttpResponse Router::Passthrough(const HttpRequest& req, bool any_worker) {
     HttpClient client(url, o);
     const HttpResult r = client.Get(req.path, UpstreamHeaders(req));
     if (!r.ok) continue;
-    HttpResponse out;
-    out.status = r.status;
-    out.body = r.body;
-    if (std::string ct = server::FindHeader(r.headers, "Content-Type"); !ct.empty())
-      out.content_type = ct;
-    out.headers.emplace_back("x-kvforge-worker", url);
-    return out;
+    return FromWorker(r, url);
   }
   return JsonError(503, "route: no healthy worker answered", "unavailable");
 }
 
 std::vector<WorkerReport> Router::Workers() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<WorkerReport> out;
-  for (const Worker& w : workers_)
-    out.push_back({w.url, w.healthy, w.in_flight, w.requests, w.by_cache, w.failures});
-  return out;
+  return workers_;
 }
 
 std::string Router::Metrics() const {

@@ -54,14 +54,7 @@ class Router {
 
  private:
   explicit Router(RouterOptions options);
-  struct Worker {
-    std::string url;
-    bool healthy = false;
-    int64_t in_flight = 0;
-    int64_t requests = 0;
-    int64_t by_cache = 0;
-    int64_t failures = 0;
-  };
+  using Worker = WorkerReport;  // the state kept per worker is what /workers reports
   server::HttpResponse Forward(const server::HttpRequest& req);
   server::HttpResponse Stream(const server::HttpRequest& req, const RoutingKey& key);
   server::HttpResponse Passthrough(const server::HttpRequest& req, bool any_worker);

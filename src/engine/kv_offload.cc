@@ -192,7 +192,7 @@ void KvOffload::StoreChunk(int64_t seq, std::span<const int32_t> tokens, const P
                            int64_t first, int64_t count, std::string_view salt) {
   const kvstore::ChunkMeta meta = Meta(p.keys, first, count, salt);
   const kvstore::TierKey key = TierKeyFor(meta.key, first);
-  if (chain_->Contains(key)) return;
+  if (chain_->ContainsLocally(key)) return;  // no Redis round trip on the engine thread
   const int64_t bt = cache_->block_tokens();
   const uint64_t bb = meta.block_bytes;
   const std::vector<int32_t>& blocks = *cache_->Blocks(seq);

@@ -118,9 +118,18 @@ std::optional<Redirect> ParseRedirect(const RedisReply& reply) {
   if (ec != std::errc() || end != slot.data() + slot.size() || r.slot < 0 ||
       r.slot >= kClusterSlots)
     return std::nullopt;
-  Result<RedisEndpoint> to = ParseEndpoint(rest.substr(space + 1));
-  if (!to.ok()) return std::nullopt;
-  r.to = std::move(*to);
+  // "host:port", where Redis writes an IPv6 host without brackets and may leave the host out
+  // (then it is the node that replied: the caller fills it in).
+  std::string_view addr = rest.substr(space + 1);
+  const size_t colon = addr.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view host = addr.substr(0, colon), port = addr.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  const auto [pend, pec] = std::from_chars(port.data(), port.data() + port.size(), r.to.port);
+  if (pec != std::errc() || pend != port.data() + port.size() || r.to.port < 1 || r.to.port > 65535)
+    return std::nullopt;
+  r.to.host = std::string(host);
   return r;
 }
 

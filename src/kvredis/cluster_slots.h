@@ -50,7 +50,8 @@ struct Redirect {
   int slot = 0;
   RedisEndpoint to;
 };
-// A MOVED or ASK error reply, parsed; nullopt for any other reply.
+// A MOVED or ASK error reply, parsed (an empty host: the node that replied); nullopt for any
+// other reply.
 std::optional<Redirect> ParseRedirect(const RedisReply& reply);
 
 }  // namespace kvforge::kvredis

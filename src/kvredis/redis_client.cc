@@ -12,6 +12,9 @@ constexpr int kMaxRedirects = 5;
 Result<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url,
                                                           const RedisClientOptions& options) {
   if (url.seeds.empty()) return Status::InvalidArgument("redis: no server given");
+  // hiredis waits forever on a zero time-out: every wait here must be bounded.
+  if (options.timeout_ms <= 0)
+    return Status::InvalidArgument("redis: the time-out must be positive");
   RedisAuth auth{url.user, url.password, url.db};
   std::unique_ptr<RedisClient> c(new RedisClient(auth, options));
   c->seeds_ = url.seeds;
@@ -25,8 +28,13 @@ Result<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url,
       continue;
     }
     const RedisReply& reply = r->front();
+    if (reply.is_error() && reply.str.find("cluster support disabled") == std::string::npos) {
+      // LOADING, NOPERM, MASTERDOWN...: this node cannot say now; another seed may.
+      last = Status::Unavailable("redis " + seed.ToString() + ": CLUSTER SLOTS: " + reply.str);
+      continue;
+    }
     if (reply.is_error()) {
-      // "ERR This instance has cluster support disabled" (or CLUSTER not allowed): one server.
+      // "ERR This instance has cluster support disabled": one server.
       if (url.seeds.size() > 1)
         return Status::InvalidArgument("redis: several hosts given but " + seed.ToString() +
                                        " is not a cluster node (" + reply.str + ")");
@@ -112,9 +120,14 @@ Result<std::vector<RedisReply>> RedisClient::RunOnNode(const RedisEndpoint& at,
       MarkUp(at);
       return r;
     }
-    // A pooled connection whose server restarted fails at once: one retry on a fresh one.
-    // A time-out is not retried (it would only double the wait).
-    if (reused && !(*c)->timed_out() && attempt == 0) continue;
+    // A pooled connection whose server restarted fails at once: one retry on a fresh one (the
+    // other pooled ones are as stale, so they go too). Commands here are idempotent (GET, SET,
+    // EXISTS, DEL), so a resend is harmless. A time-out is not retried (it would double the wait).
+    if (reused && !(*c)->timed_out() && attempt == 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      nodes_[at.ToString()].idle.clear();
+      continue;
+    }
     MarkDown(at);
     return r.error();
   }
@@ -162,10 +175,13 @@ Status RedisClient::RefreshSlots() {
   return last;
 }
 
-Result<RedisReply> RedisClient::FollowRedirects(const KeyedCommand& cmd, RedisReply reply) {
+Result<RedisReply> RedisClient::FollowRedirects(const KeyedCommand& cmd, RedisReply reply,
+                                                RedisEndpoint from) {
   for (int hop = 0; hop < kMaxRedirects; ++hop) {
     std::optional<Redirect> r = ParseRedirect(reply);
     if (!r) return reply;
+    if (r->to.host.empty()) r->to.host = from.host;
+    from = r->to;
     if (r->ask) {
       // The slot is migrating: this key is at the target, for this one command.
       const RedisArgs pair[2] = {RedisArgs{"ASKING"}, cmd.args};
@@ -197,8 +213,10 @@ Result<std::vector<RedisReply>> RedisClient::Run(std::span<const KeyedCommand> c
     g.second.push_back(i);
   }
   std::vector<RedisReply> out(commands.size());
+  std::vector<RedisEndpoint> ran_on(commands.size());
   bool moved = false;
   for (auto& [name, group] : groups) {
+    for (size_t i : group.second) ran_on[i] = group.first;
     std::vector<RedisArgs> batch;
     batch.reserve(group.second.size());
     for (size_t i : group.second) batch.push_back(commands[i].args);
@@ -208,7 +226,7 @@ Result<std::vector<RedisReply>> RedisClient::Run(std::span<const KeyedCommand> c
   for (size_t i = 0; i < commands.size(); ++i) {
     if (!ParseRedirect(out[i])) continue;
     moved = moved || !ParseRedirect(out[i])->ask;
-    KVF_ASSIGN_OR_RETURN(out[i], FollowRedirects(commands[i], std::move(out[i])));
+    KVF_ASSIGN_OR_RETURN(out[i], FollowRedirects(commands[i], std::move(out[i]), ran_on[i]));
   }
   // A MOVED means the map is stale beyond that one slot, most likely: read it again.
   if (moved) (void)RefreshSlots();

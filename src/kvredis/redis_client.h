@@ -79,8 +79,8 @@ class RedisClient {
   void MarkDown(const RedisEndpoint& at);
   void MarkUp(const RedisEndpoint& at);
   Result<RedisEndpoint> NodeFor(std::string_view key);
-  // Follows MOVED/ASK for one command whose first reply was `reply`.
-  Result<RedisReply> FollowRedirects(const KeyedCommand& cmd, RedisReply reply);
+  // Follows MOVED/ASK for one command whose first reply was `reply`, from node `from`.
+  Result<RedisReply> FollowRedirects(const KeyedCommand& cmd, RedisReply reply, RedisEndpoint from);
   Status RefreshSlotsFrom(const RedisEndpoint& at);
 
   const RedisAuth auth_;

@@ -81,12 +81,15 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::Open(const RedisEndpoi
 RedisConnection::~RedisConnection() { redisFree(ctx_); }
 
 Status RedisConnection::Fail(const char* what) {
+  const int saved_errno = errno;  // before anything below can change it
   broken_ = true;
-  std::string why = ctx_->err != 0 ? ctx_->errstr : "connection lost";
-  if (ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-    timed_out_ = true;
-    why = "timed out";
-  }
+  // hiredis 0.14 reports a socket time-out as an I/O error with EAGAIN; later versions have
+  // their own code for it.
+  timed_out_ = ctx_->err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK);
+#ifdef REDIS_ERR_TIMEOUT
+  timed_out_ = timed_out_ || ctx_->err == REDIS_ERR_TIMEOUT;
+#endif
+  std::string why = timed_out_ ? "timed out" : ctx_->err != 0 ? ctx_->errstr : "connection lost";
   return Status::Unavailable("redis " + at_.ToString() + ": " + what + ": " + why);
 }
 
@@ -95,6 +98,7 @@ Result<std::vector<RedisReply>> RedisConnection::Pipeline(std::span<const RedisA
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (const RedisArgs& args : commands) {
+    if (args.empty()) return Status::InvalidArgument("redis: an empty command");  // no reply comes
     argv.clear();
     lens.clear();
     for (std::string_view a : args) {

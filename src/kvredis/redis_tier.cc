@@ -105,6 +105,7 @@ class RedisTier final : public kvstore::CountingTier {
       ++stats_.errors;
     }
   }
+  bool remote() const override { return true; }
   std::string Describe() const override {
     std::string out = client_->Describe();
     const uint64_t cap = stats().capacity_bytes;

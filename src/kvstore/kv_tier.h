@@ -59,6 +59,9 @@ class KvTier {
   virtual void CountMiss() = 0;
   // For the start-up log: what the tier is and how big ("ram 64.0 MiB, 12 chunks held").
   virtual std::string Describe() const;
+  // Whether a lookup is a network round trip (Redis): the engine thread then asks it only when
+  // loading, never when deciding what to store.
+  virtual bool remote() const { return false; }
 };
 
 // Host memory, `capacity_bytes` of records.

@@ -65,6 +65,16 @@ bool TierChain::Contains(const TierKey& key) const {
   return false;
 }
 
+bool TierChain::ContainsLocally(const TierKey& key) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_.count(key) != 0) return true;
+  }
+  for (const auto& t : tiers_)
+    if (!t->remote() && t->Contains(key)) return true;
+  return false;
+}
+
 size_t TierChain::ContainsAny(std::span<const TierKey> keys) const {
   size_t best = keys.size();
   {

@@ -48,6 +48,9 @@ class TierChain {
   // Whether some tier (or the queue) holds `key`. No I/O for the local tiers; one round trip
   // for a remote one.
   bool Contains(const TierKey& key) const;
+  // The same without asking remote tiers (no I/O at all): for the engine thread deciding whether
+  // to queue a chunk; the writer asks the remote tiers before it writes to them.
+  bool ContainsLocally(const TierKey& key) const;
   // The index of the first of `keys` that the queue or some tier holds (keys.size(): none), with
   // one question per tier.
   size_t ContainsAny(std::span<const TierKey> keys) const;

@@ -33,6 +33,11 @@ HttpResponse FromWorker(const HttpResult& r, const std::string& url) {
   return out;
 }
 
+// The request did not reach the worker (connecting failed or timed out): safe to send elsewhere.
+bool NeverReached(const HttpResult& r) {
+  return r.error == "Connection" || r.error == "ConnectionTimeout";
+}
+
 std::string SseError(const std::string& message) {
   return "data: " + ErrorJson(message, "upstream_error", 502) + "\n\n";
 }
@@ -168,7 +173,7 @@ HttpResponse Router::Forward(const HttpRequest& req) {
     const HttpResult r = client.Post(
         req.path, req.body, UpstreamHeaders(req),
         req.Header("Content-Type").empty() ? "application/json" : req.Header("Content-Type"));
-    const bool refused = !r.ok && r.error == "Connection";
+    const bool refused = !r.ok && NeverReached(r);
     Done(w, !r.ok, refused);
     if (refused) continue;  // it never reached the worker: the next one takes it
     if (!r.ok)
@@ -208,14 +213,23 @@ HttpResponse Router::Stream(const HttpRequest& req, const RoutingKey& key) {
         }
         return true;
       });
-      const bool refused = !r.ok && r.error == "Connection" && !wrote;
+      const bool refused = !r.ok && NeverReached(r) && !wrote;
       Done(w, !r.ok && !client_gone, refused);
       if (refused) continue;
       if (client_gone) return;
       if (!r.ok) {
         sink.Write(SseError("route: worker " + url + " failed mid-stream (" + r.error + ")"));
       } else if (r.status < 200 || r.status >= 300) {
-        sink.Write("data: " + r.body + "\n\n");  // the worker's own error, as an event
+        // The worker's own error, as one event (each line of its body a data line).
+        std::string event;
+        size_t at = 0;
+        while (at < r.body.size()) {
+          const size_t nl = r.body.find('\n', at);
+          event += "data: " + r.body.substr(at, nl == std::string::npos ? nl : nl - at) + "\n";
+          if (nl == std::string::npos) break;
+          at = nl + 1;
+        }
+        sink.Write(event + "\n");
       }
       return;
     }

@@ -125,6 +125,12 @@ TEST(ClusterSlots, Redirects) {
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->ask);
   EXPECT_EQ(r->to.port, 7002);
+  r = ParseRedirect(Err("MOVED 7 ::1:7003"));  // Redis writes IPv6 hosts without brackets
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->to, (RedisEndpoint{"::1", 7003}));
+  r = ParseRedirect(Err("MOVED 7 :7004"));  // no host: the node that replied
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->to, (RedisEndpoint{"", 7004}));
   EXPECT_FALSE(ParseRedirect(Err("ERR unknown command")));
   EXPECT_FALSE(ParseRedirect(Err("MOVED 99999 h:1")));
   EXPECT_FALSE(ParseRedirect(Err("MOVED 12 nohostport")));

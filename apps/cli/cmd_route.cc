@@ -1,11 +1,14 @@
 // kvforge route — one OpenAI-compatible front for several `kvforge serve` workers, routing each
 // request to the worker most likely to hold its prefix's KV unless that worker is overloaded
-// (src/router). SIGINT/SIGTERM stop it; in-flight requests finish first.
+// (src/router). SIGINT/SIGTERM stop it: running streams end with an error event, other requests
+// finish; a second signal exits at once.
 #include <pthread.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -111,6 +114,14 @@ int RouteMain(const Args& args) {
   sigwait(&signals, &sig);
   std::fprintf(stderr, "kvforge: %s received, shutting down\n",
                sig == SIGINT ? "SIGINT" : "SIGTERM");
+  // A second signal while draining ends the process at once.
+  std::thread([signals] {
+    int again = 0;
+    sigwait(&signals, &again);
+    std::fprintf(stderr, "kvforge: second signal, exiting now\n");
+    std::_Exit(1);
+  }).detach();
+  (*router)->BeginShutdown();
   http.Stop();
   router->reset();
   std::fprintf(stderr, "kvforge: stopped\n");

@@ -207,6 +207,11 @@ HttpResponse Router::Stream(const HttpRequest& req, const RoutingKey& key) {
       bool wrote = false, client_gone = false;
       const HttpResult r = client.PostStream(path, body, headers, [&](std::string_view data) {
         wrote = true;
+        if (shutting_down_) {
+          sink.Write(SseError("route: shutting down"));
+          client_gone = true;  // not the worker's failure
+          return false;
+        }
         if (!sink.Write(data)) {
           client_gone = true;  // closing the upstream connection aborts the worker's request
           return false;

@@ -51,6 +51,9 @@ class Router {
   // Checks every worker once now (the start-up check), then keeps checking in the background.
   void StartHealthChecks();
   std::vector<WorkerReport> Workers() const;
+  // Shutting down: running streams end now with an SSE error event (instead of running to the
+  // end of their generation), so the HTTP server's Stop returns soon.
+  void BeginShutdown() { shutting_down_ = true; }
 
  private:
   explicit Router(RouterOptions options);
@@ -74,6 +77,7 @@ class Router {
   int64_t no_worker_ = 0;  // requests refused for want of a healthy worker
   std::condition_variable stop_cv_;
   bool stop_ = false;
+  std::atomic<bool> shutting_down_{false};
   std::thread health_;
 };
 

@@ -31,6 +31,9 @@ import shutil
 import tempfile
 import time
 
+from bench_model import make_llama
+
+
 VARIANTS = ["off", "ram", "disk", "disk-warm", "redis", "redis-warm"]
 REDIS_COLD_DB, REDIS_WARM_DB = 0, 1
 
@@ -109,10 +112,7 @@ def main():
     a = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="kvf-offload-bench-") as tmp:
         model = os.path.join(tmp, "m.gguf")
-        subprocess.run([a.kvforge, "make-model", "--dim", str(a.dim), "--layers", str(a.layers),
-                        "--heads", str(a.dim // 64), "--kv-heads", str(a.dim // 64),
-                        "--ffn", str(a.dim * 8 // 3 // 32 * 32), "--dtype", "f16", "--out", model],
-                       check=True, capture_output=True)
+        make_llama(a.kvforge, a.dim, a.layers, model)
         variants = list(VARIANTS)
         redis = None
         if shutil.which("redis-server") and shutil.which("redis-cli"):

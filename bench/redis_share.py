@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from bench_model import make_llama
+
 
 def free_port():
     with socket.socket() as s:
@@ -94,10 +96,7 @@ def main():
     procs = []
     with tempfile.TemporaryDirectory(prefix="kvf-redis-share-") as tmp:
         model = os.path.join(tmp, "m.gguf")
-        subprocess.run([a.kvforge, "make-model", "--dim", str(a.dim), "--layers", str(a.layers),
-                        "--heads", str(a.dim // 64), "--kv-heads", str(a.dim // 64),
-                        "--ffn", str(a.dim * 8 // 3 // 32 * 32), "--ctx", str(a.input_len + 64),
-                        "--dtype", "f16", "--out", model], check=True, capture_output=True)
+        make_llama(a.kvforge, a.dim, a.layers, model, ctx=a.input_len + 64)
         try:
             single, sport = start_redis(tmp)
             procs.append(single)

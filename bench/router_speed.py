@@ -29,6 +29,9 @@ import threading
 import time
 import urllib.request
 
+from bench_model import make_llama
+
+
 POLICIES = ["round_robin", "cache_aware"]
 WORDS = ("the a little girl boy dog cat tree park ball sun day happy sad big small red blue "
          "green went saw played ran jumped found lost friend mom dad house garden flower bird "
@@ -153,10 +156,7 @@ def main():
     rows = {pol: [] for pol in POLICIES}
     with tempfile.TemporaryDirectory(prefix="kvf-router-bench-") as tmp:
         model = os.path.join(tmp, "m.gguf")
-        subprocess.run([a.kvforge, "make-model", "--dim", str(a.dim), "--layers", str(a.layers),
-                        "--heads", str(a.dim // 64), "--kv-heads", str(a.dim // 64),
-                        "--ffn", str(a.dim * 8 // 3 // 32 * 32), "--ctx", "4096", "--dtype", "f16",
-                        "--out", model], check=True, capture_output=True)
+        make_llama(a.kvforge, a.dim, a.layers, model, ctx=4096)
         for r in range(a.rounds):
             for pol in (POLICIES if r % 2 == 0 else list(reversed(POLICIES))):
                 rows[pol].append(run_policy(a, model, pol, tmp))

@@ -224,8 +224,9 @@ Result<std::vector<RedisReply>> RedisClient::Run(std::span<const KeyedCommand> c
     for (size_t k = 0; k < group.second.size(); ++k) out[group.second[k]] = std::move(got[k]);
   }
   for (size_t i = 0; i < commands.size(); ++i) {
-    if (!ParseRedirect(out[i])) continue;
-    moved = moved || !ParseRedirect(out[i])->ask;
+    const std::optional<Redirect> r = ParseRedirect(out[i]);
+    if (!r) continue;
+    moved = moved || !r->ask;
     KVF_ASSIGN_OR_RETURN(out[i], FollowRedirects(commands[i], std::move(out[i]), ran_on[i]));
   }
   // A MOVED means the map is stale beyond that one slot, most likely: read it again.

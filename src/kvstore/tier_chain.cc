@@ -56,35 +56,25 @@ bool TierChain::StoreLazy(const TierKey& key, uint64_t bytes, Encoder encode) {
 }
 
 bool TierChain::Contains(const TierKey& key) const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (pending_.count(key) != 0) return true;
-  }
-  for (const auto& t : tiers_)
-    if (t->Contains(key)) return true;
-  return false;
+  return ContainsAny(std::span<const TierKey>(&key, 1)) == 0;
 }
 
 bool TierChain::ContainsLocally(const TierKey& key) const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (pending_.count(key) != 0) return true;
-  }
+  if (Queued(std::span<const TierKey>(&key, 1)) == 0) return true;
   for (const auto& t : tiers_)
     if (!t->remote() && t->Contains(key)) return true;
   return false;
 }
 
+size_t TierChain::Queued(std::span<const TierKey> keys) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (pending_.count(keys[i]) != 0) return i;
+  return keys.size();
+}
+
 size_t TierChain::ContainsAny(std::span<const TierKey> keys) const {
-  size_t best = keys.size();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < keys.size(); ++i)
-      if (pending_.count(keys[i]) != 0) {
-        best = i;
-        break;
-      }
-  }
+  size_t best = Queued(keys);
   for (const auto& t : tiers_) {
     if (best == 0) break;
     best = std::min(best, t->ContainsAny(keys.first(best)));

@@ -91,6 +91,8 @@ class TierChain {
     size_t below = 0;    // write into tiers [0, below) — all of them for a Store
   };
   bool Enqueue(Pending p);
+  // The index of the first of `keys` in the write queue (keys.size(): none).
+  size_t Queued(std::span<const TierKey> keys) const;
   void WriterLoop();
 
   std::vector<std::unique_ptr<KvTier>> tiers_;

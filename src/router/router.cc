@@ -22,6 +22,13 @@ HttpResponse JsonError(int status, const std::string& message, const std::string
   return r;
 }
 
+HttpClientOptions ClientOptions(int connect_timeout_s, int read_timeout_s) {
+  HttpClientOptions o;
+  o.connect_timeout_s = connect_timeout_s;
+  o.read_timeout_s = read_timeout_s;
+  return o;
+}
+
 // The worker's reply as the router's: status, body and content type, and who answered.
 HttpResponse FromWorker(const HttpResult& r, const std::string& url) {
   HttpResponse out;
@@ -87,10 +94,7 @@ void Router::CheckAll() {
     for (const Worker& w : workers_) urls.push_back(w.url);
   }
   for (size_t i = 0; i < urls.size(); ++i) {
-    HttpClientOptions o;
-    o.connect_timeout_s = options_.health_timeout_s;
-    o.read_timeout_s = options_.health_timeout_s;
-    HttpClient client(urls[i], o);
+    HttpClient client(urls[i], ClientOptions(options_.health_timeout_s, options_.health_timeout_s));
     const HttpResult r = client.Get("/health");
     const bool up = r.ok && r.status == 200;
     std::lock_guard<std::mutex> lock(mu_);
@@ -166,10 +170,7 @@ HttpResponse Router::Forward(const HttpRequest& req) {
     if (w < 0) return JsonError(503, "route: no healthy worker to take the request", "unavailable");
     tried.push_back(w);
     const std::string url = workers_[static_cast<size_t>(w)].url;  // immutable after start
-    HttpClientOptions o;
-    o.connect_timeout_s = options_.connect_timeout_s;
-    o.read_timeout_s = options_.upstream_timeout_s;
-    HttpClient client(url, o);
+    HttpClient client(url, ClientOptions(options_.connect_timeout_s, options_.upstream_timeout_s));
     const HttpResult r = client.Post(
         req.path, req.body, UpstreamHeaders(req),
         req.Header("Content-Type").empty() ? "application/json" : req.Header("Content-Type"));
@@ -200,10 +201,8 @@ HttpResponse Router::Stream(const HttpRequest& req, const RoutingKey& key) {
       }
       tried.push_back(w);
       const std::string url = workers_[static_cast<size_t>(w)].url;
-      HttpClientOptions o;
-      o.connect_timeout_s = options_.connect_timeout_s;
-      o.read_timeout_s = options_.upstream_timeout_s;
-      HttpClient client(url, o);
+      HttpClient client(url,
+                        ClientOptions(options_.connect_timeout_s, options_.upstream_timeout_s));
       bool wrote = false, client_gone = false;
       const HttpResult r = client.PostStream(path, body, headers, [&](std::string_view data) {
         wrote = true;
@@ -250,10 +249,8 @@ HttpResponse Router::Passthrough(const HttpRequest& req, bool any_worker) {
       if (w.healthy || !any_worker) urls.push_back(w.url);
   }
   for (const std::string& url : urls) {
-    HttpClientOptions o;
-    o.connect_timeout_s = options_.connect_timeout_s;
-    o.read_timeout_s = options_.health_timeout_s * 5;
-    HttpClient client(url, o);
+    HttpClient client(url,
+                      ClientOptions(options_.connect_timeout_s, options_.health_timeout_s * 5));
     const HttpResult r = client.Get(req.path, UpstreamHeaders(req));
     if (!r.ok) continue;
     return FromWorker(r, url);

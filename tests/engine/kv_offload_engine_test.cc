@@ -24,17 +24,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::GoldenPrompts;
+using testing::Greedy;
 using testing::Prompts;
 using testing::SharedPrefixPrompts;
 using testing::TempDir;
-
-SamplingParams Greedy(int n) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return p;
-}
 
 // 14 blocks of 16 tokens: the shared prefix does not survive a round in the hot cache.
 EngineConfig SmallPool() {

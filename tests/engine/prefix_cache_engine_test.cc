@@ -19,15 +19,8 @@ namespace {
 
 using Prompts = std::vector<std::vector<int32_t>>;
 
+using testing::Greedy;
 using testing::SharedPrefixPrompts;
-
-SamplingParams Greedy(int n) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return p;
-}
 
 EngineConfig Base(const std::string& mode) {
   EngineConfig c;

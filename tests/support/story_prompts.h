@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kvforge/sampling_params.h"
+
 namespace kvforge::testing {
 
 using Prompts = std::vector<std::vector<int32_t>>;
@@ -14,5 +16,14 @@ Prompts GoldenPrompts();
 // A shared "system prompt" (every golden prompt concatenated, BOS once) followed by each golden
 // prompt: long prompts that share a prefix.
 Prompts SharedPrefixPrompts();
+
+// Greedy decoding of exactly `max_tokens` tokens (EOS ignored), so runs compare token for token.
+inline SamplingParams Greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
 
 }  // namespace kvforge::testing

@@ -26,48 +26,14 @@ import os
 import statistics
 import subprocess
 import sys
-import socket
 import shutil
 import tempfile
-import time
 
-from bench_model import make_llama
+from bench_support import RedisServer, make_llama
 
 
 VARIANTS = ["off", "ram", "disk", "disk-warm", "redis", "redis-warm"]
 REDIS_COLD_DB, REDIS_WARM_DB = 0, 1
-
-
-class RedisServer:
-    """A throw-away redis-server on a free loopback port (LRU-bounded, no persistence)."""
-
-    def __init__(self, tmp):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", tmp, "--maxmemory", "4gb",
-             "--maxmemory-policy", "allkeys-lru", "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            if self.cli("PING").strip() == "PONG":
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise SystemExit("offload_speed: redis-server did not start")
-
-    def cli(self, *args, db=0):
-        r = subprocess.run(["redis-cli", "-p", str(self.port), "-n", str(db), *args],
-                           capture_output=True, text=True)
-        return r.stdout
-
-    def url(self, db):
-        return f"redis://127.0.0.1:{self.port}/{db}"
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
 
 
 def throughput(kvf, model, a, extra):

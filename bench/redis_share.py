@@ -14,62 +14,12 @@ ratio against `off` from the same round. Needs redis-server and redis-cli. Usage
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from bench_model import make_llama
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def redis_cli(port, *args):
-    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True,
-                          text=True).stdout
-
-
-def start_redis(tmp, cluster=False):
-    for _ in range(3):  # a port taken between the probe and the bind: try another
-        port = free_port()
-        d = tempfile.mkdtemp(dir=tmp)
-        cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--dir", d, "--maxmemory", "4gb",
-               "--maxmemory-policy", "allkeys-lru", "--loglevel", "warning",
-               "--logfile", os.path.join(d, "redis.log")]
-        if cluster:
-            cmd += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            if redis_cli(port, "PING").strip() == "PONG":
-                return p, port
-            if p.poll() is not None:
-                break
-            time.sleep(0.1)
-        p.kill()
-        p.wait()
-        log = open(os.path.join(d, "redis.log")).read() if os.path.exists(os.path.join(d, "redis.log")) else ""
-        print(f"redis_share: redis-server on port {port} did not start: {log[-300:]}", file=sys.stderr)
-    raise SystemExit("redis_share: redis-server did not start")
-
-
-def start_cluster(tmp):
-    nodes = [start_redis(tmp, cluster=True) for _ in range(3)]
-    ports = [port for _, port in nodes]
-    subprocess.run(["redis-cli", "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
-                    "--cluster-replicas", "0", "--cluster-yes"], check=True,
-                   capture_output=True)
-    for _ in range(300):
-        if all("cluster_state:ok" in redis_cli(p, "CLUSTER", "INFO") for p in ports):
-            return nodes
-        time.sleep(0.1)
-    raise SystemExit("redis_share: the cluster did not come up")
+from bench_support import RedisServer, make_llama, start_cluster
 
 
 def ttft(a, model, extra):
@@ -98,16 +48,15 @@ def main():
         model = os.path.join(tmp, "m.gguf")
         make_llama(a.kvforge, a.dim, a.layers, model, ctx=a.input_len + 64)
         try:
-            single, sport = start_redis(tmp)
+            single = RedisServer(tmp)
             procs.append(single)
-            targets = {"redis": (f"redis://127.0.0.1:{sport}", lambda: redis_cli(sport, "FLUSHALL"))}
+            targets = {"redis": (single.url(), lambda: single.cli("FLUSHALL"))}
             if a.cluster:
                 nodes = start_cluster(tmp)
-                procs += [n for n, _ in nodes]
-                cports = [port for _, port in nodes]
+                procs += nodes
                 targets["cluster"] = (
-                    "redis://" + ",".join(f"127.0.0.1:{port}" for port in cports),
-                    lambda: [redis_cli(port, "FLUSHALL") for port in cports])
+                    "redis://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes),
+                    lambda: [n.cli("FLUSHALL") for n in nodes])
             chunk = ["--kv-offload-chunk", str(a.chunk), "--max-model-len", str(a.input_len + 64)]
             for r in range(a.rounds):
                 rows.setdefault("off", []).append(ttft(a, model, ["--max-model-len", str(a.input_len + 64)]))
@@ -118,9 +67,8 @@ def main():
                     rows.setdefault(f"{name} B (loads A's)", []).append(
                         ttft(a, model, ["--kv-offload-redis", url] + chunk))
         finally:
-            for pr in procs:
-                pr.kill()
-                pr.wait()
+            for server in procs:
+                server.stop()
     print(f"{a.prompts} prompts x {a.input_len} tokens, one at a time; chunk {a.chunk}; model dim "
           f"{a.dim} x {a.layers} layers, f16 KV\n")
     print("| variant | mean TTFT ms per round | TTFT / off (median) | prompt tokens loaded |")

@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.request
 
-from bench_model import make_llama
+from bench_support import make_llama
 
 
 POLICIES = ["round_robin", "cache_aware"]

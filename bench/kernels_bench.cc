@@ -15,7 +15,9 @@ namespace {
 
 using kvforge::kernels::WType;
 
-void BM_MatMul(benchmark::State& state, const char* table_name, WType w) {
+// rows x cols weights times n_tok tokens on one thread.
+void RunMatMul(benchmark::State& state, const char* table_name, WType w, int64_t rows, int64_t cols,
+               int64_t n_tok) {
   const kvforge::kernels::KernelTable* table = nullptr;
   for (auto* t : kvforge::kernels::AvailableTables())
     if (std::string(t->name) == table_name) table = t;
@@ -23,7 +25,6 @@ void BM_MatMul(benchmark::State& state, const char* table_name, WType w) {
     state.SkipWithError("kernel table not supported on this CPU");
     return;
   }
-  const int64_t rows = 768, cols = 768, n_tok = state.range(0);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(n_tok * cols));
@@ -55,12 +56,40 @@ void BM_MatMul(benchmark::State& state, const char* table_name, WType w) {
                                                 benchmark::Counter::kIsRate);
 }
 
+void BM_MatMul(benchmark::State& state, const char* table_name, WType w) {
+  RunMatMul(state, table_name, w, 768, 768, state.range(0));
+}
+
+// Prefill-sized GEMMs: the 110M model's FFN shapes (rows x cols = 2048 x 768 up/gate, 768 x 2048
+// down) and the 1.1B shape's 2048 x 2048, at 512 tokens (llama-bench's pp512).
+void BM_Gemm(benchmark::State& state, const char* table_name, WType w) {
+  RunMatMul(state, table_name, w, state.range(0), state.range(1), state.range(2));
+}
+
 #define KVF_MATMUL_BENCH(table, wt)                                \
   BENCHMARK_CAPTURE(BM_MatMul, table##_##wt, #table, WType::k##wt) \
       ->Arg(1)                                                     \
       ->Arg(16)                                                    \
       ->Arg(32)                                                    \
       ->Arg(128)
+
+#define KVF_GEMM_BENCH(wt)                                    \
+  BENCHMARK_CAPTURE(BM_Gemm, avx2_##wt, "avx2", WType::k##wt) \
+      ->Args({2048, 768, 512})                                \
+      ->Args({768, 2048, 512})                                \
+      ->Args({2048, 2048, 512})                               \
+      ->Args({2048, 8192, 64})                                \
+      ->Args({2048, 8192, 128})                               \
+      ->Args({2048, 2048, 64})                                \
+      ->Unit(benchmark::kMillisecond)
+
+KVF_GEMM_BENCH(F32);
+KVF_GEMM_BENCH(F16);
+KVF_GEMM_BENCH(BF16);
+KVF_GEMM_BENCH(Q8_0);
+KVF_GEMM_BENCH(Q4_0);
+KVF_GEMM_BENCH(Q4_K);
+KVF_GEMM_BENCH(Q6_K);
 
 KVF_MATMUL_BENCH(ref, F32);
 KVF_MATMUL_BENCH(avx2, F32);

@@ -53,10 +53,11 @@ enum class WType : uint32_t {
 // ~1.25x on prefill, and decode (memory- and GEMV-bound) is where quantized weights matter.
 //
 // Large batches (prefill, big decode batches) are the exception: with at least
-// kDequantGemmMinTokens tokens in one call, q8_0, q4_0, q4_1, q4_k and q5_k weights are
-// dequantized once per panel of rows into f32 and multiplied by float activations with the float
-// GEMM tile, so the dequant cost is shared by every token and the inner loop is the FMA tile (Q8_0
-// at 32 tokens: 48 GFLOP/s integer vs ~65 this way; bench/kernels_bench.cc). ActFormatFor(w, n_tok)
+// kDequantGemmMinTokens tokens in one call, every quantized format runs a cache-blocked GEMM on
+// float activations (kernels/gemm_avx2.cc): weight panels are dequantized once into f32 and
+// shared by every token, and the inner loop is a 6x16 FMA register tile. One thread, 512 tokens,
+// 2048 x 768 (bench/kernels_bench.cc BM_Gemm, dev machine): q8_0 and q4_k ~108-110 GFLOP/s,
+// against ~100 for the row-panel dequantize-then-dot scheme it replaced. ActFormatFor(w, n_tok)
 // says which activation format a call with n_tok tokens expects.
 enum class ActFormat { kF32, kQ8_0, kQ8_1, kQ8_K };
 inline constexpr int64_t kDequantGemmMinTokens = 32;
@@ -165,6 +166,10 @@ struct KernelTable {
   void (*gelu)(const float* x, const float* up, float* out, int64_t n);
   // Attention for kv heads [kvh_begin, kvh_end).
   void (*attention)(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);
+  // The machine's arithmetic peak, measured: `iterations` rounds of independent multiply-adds
+  // on registers only (no memory traffic), as many chains as the ISA's registers hold; returns
+  // the floating-point operations done (a multiply-add counts 2). Timing is the caller's.
+  int64_t (*fma_loop)(int64_t iterations);
 };
 
 const KernelTable& ReferenceTable();

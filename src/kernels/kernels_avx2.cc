@@ -432,85 +432,12 @@ void MatMulTyped(const uint8_t* weights, size_t row_bytes, int64_t cols, const u
   }
 }
 
-// Dequantizes one weight row to floats: SIMD for the 32-value formats people use for speed
-// (q8_0, q4_0), the reference dequantizer for the others (its cost is shared by the batch).
-template <WType W>
-void DequantRowAvx2(const uint8_t* row, float* out, int64_t cols) {
-  if constexpr (W == WType::kQ8_0 || W == WType::kQ4_0) {
-    constexpr int kBlock = W == WType::kQ8_0 ? 34 : 18;
-    for (int64_t b = 0; b < cols / 32; ++b) {
-      const uint8_t* blk = row + b * kBlock;
-      uint16_t d_bits;
-      std::memcpy(&d_bits, blk, 2);
-      const __m256 d = _mm256_set1_ps(_cvtsh_ss(d_bits));
-      float* o = out + b * 32;
-      if constexpr (W == WType::kQ8_0) {
-        for (int k = 0; k < 4; ++k) {
-          const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + 8 * k));
-          _mm256_storeu_ps(o + 8 * k,
-                           _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
-        }
-      } else {
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-        const __m128i mask = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(packed, mask), eight);
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), eight);
-        const __m128i parts[2] = {lo, hi};
-        for (int h = 0; h < 2; ++h) {
-          const __m128i v = parts[h];
-          _mm256_storeu_ps(o + 16 * h,
-                           _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
-          _mm256_storeu_ps(
-              o + 16 * h + 8,
-              _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
-        }
-      }
-    }
-  } else {
-    (void)tensor::DequantizeRow(static_cast<tensor::DType>(W), row, out, cols);
-  }
-}
-
-// Large-batch GEMM on quantized weights: a panel of rows is dequantized to f32 once (kept in
-// L2: 24 rows x 2048 cols x 4 B = 192 KiB at most for these models) and every token group runs
-// the float 3x4 tile against it.
-template <WType W>
-void MatMulDequant(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
-                   int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
-  constexpr int64_t kPanelRows = 24;
-  thread_local std::vector<float> panel;
-  if (panel.size() < static_cast<size_t>(kPanelRows * cols))
-    panel.resize(static_cast<size_t>(kPanelRows * cols));
-  for (int64_t rb = r0; rb < r1; rb += kPanelRows) {
-    const int64_t re = std::min(rb + kPanelRows, r1);
-    for (int64_t r = rb; r < re; ++r)
-      DequantRowAvx2<W>(weights + static_cast<size_t>(r) * row_bytes,
-                        panel.data() + (r - rb) * cols, cols);
-    MatMulTyped<WType::kF32>(reinterpret_cast<const uint8_t*>(panel.data()),
-                             static_cast<size_t>(cols) * 4, cols, x, n_tok, y + rb, y_stride, 0,
-                             re - rb);
-  }
-}
-
 void MatMulRowsAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
                     const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
                     int64_t r1) {
-  if (ActFormatFor(w, n_tok) == ActFormat::kF32) {
-    switch (w) {
-      case WType::kQ8_0:
-        return MatMulDequant<WType::kQ8_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-      case WType::kQ4_0:
-        return MatMulDequant<WType::kQ4_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-      case WType::kQ4_1:
-        return MatMulDequant<WType::kQ4_1>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-      case WType::kQ4_K:
-        return MatMulDequant<WType::kQ4_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-      case WType::kQ5_K:
-        return MatMulDequant<WType::kQ5_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-      default:
-        break;  // float weights: the float path below
-    }
-  }
+  // Large batches: the packed GEMM (gemm_avx2.cc), on float activations (ActFormatFor).
+  if (UsesPackedGemm(w, n_tok))
+    return PackedGemmAvx2(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
   switch (w) {
     case WType::kF32:
       return MatMulTyped<WType::kF32>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
@@ -685,9 +612,40 @@ void GeluAvx2(const float* x, const float* up, float* out, int64_t n) {
   }
 }
 
+// 14 independent 8-lane FMA chains: with the two constants that is all 16 ymm registers, and
+// enough chains that latency does not bound throughput on the cores measured (a Zen 5 dev machine
+// kept scaling up to 14; Zen 3 needs 10).
+int64_t FmaLoopAvx2(int64_t iterations) {
+  __m256 a0 = _mm256_set1_ps(0.1f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0;
+  __m256 a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0;
+  const __m256 m = _mm256_set1_ps(0.9999f), b = _mm256_set1_ps(1e-4f);
+  for (int64_t it = 0; it < iterations; ++it) {
+    a0 = _mm256_fmadd_ps(a0, m, b);
+    a1 = _mm256_fmadd_ps(a1, m, b);
+    a2 = _mm256_fmadd_ps(a2, m, b);
+    a3 = _mm256_fmadd_ps(a3, m, b);
+    a4 = _mm256_fmadd_ps(a4, m, b);
+    a5 = _mm256_fmadd_ps(a5, m, b);
+    a6 = _mm256_fmadd_ps(a6, m, b);
+    a7 = _mm256_fmadd_ps(a7, m, b);
+    a8 = _mm256_fmadd_ps(a8, m, b);
+    a9 = _mm256_fmadd_ps(a9, m, b);
+    a10 = _mm256_fmadd_ps(a10, m, b);
+    a11 = _mm256_fmadd_ps(a11, m, b);
+    a12 = _mm256_fmadd_ps(a12, m, b);
+    a13 = _mm256_fmadd_ps(a13, m, b);
+  }
+  const __m256 s0 = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+  const __m256 s1 = _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7));
+  const __m256 s2 = _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11));
+  volatile float sink = HSum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, a12)));
+  sink = sink + HSum(a13);
+  return iterations * 14 * 8 * 2;
+}
+
 }  // namespace
 
 const KernelTable kAvx2Table = {"avx2",     PrepareActAvx2, MatMulRowsAvx2, RmsNormAvx2,
-                                SwigluAvx2, GeluAvx2,       AttentionAvx2};
+                                SwigluAvx2, GeluAvx2,       AttentionAvx2,  FmaLoopAvx2};
 
 }  // namespace kvforge::kernels::internal

@@ -61,6 +61,22 @@ inline void ObserveWeights(const AttentionArgs& a, int64_t i, const float* w, in
   for (int64_t p = 0; p < n_kv; ++p) a.slot_scores[p] += w[p];
 }
 
+// Whether a matmul of n_tok tokens on w weights runs the packed GEMM (on float activations):
+// quantized formats from kDequantGemmMinTokens tokens, where ActFormatFor switches to floats.
+// Float weights (f32/f16/bf16) keep the dot-product tiles at every batch size: measured on the
+// dev machine (bench/kernels_bench.cc BM_Gemm, one thread) they beat the packed GEMM by 7-10% at
+// 64-128 tokens and tie it at 512 in pp512 of both benchmark shapes, and one kernel for every
+// batch size keeps float models' outputs independent of how the scheduler batches tokens.
+inline bool UsesPackedGemm(WType w, int64_t n_tok) {
+  if (w == WType::kF32 || w == WType::kF16 || w == WType::kBF16) return false;
+  return n_tok >= kDequantGemmMinTokens;
+}
+// The packed GEMM (gemm_avx2.cc): y[t * y_stride + r] = dot(W row r, x_t) for t in [0, n_tok),
+// r in [r0, r1); x: [n_tok][cols] floats (possibly unaligned), W rows in a quantized format.
+void PackedGemmAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                    const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
+                    int64_t r1);
+
 extern const KernelTable kAvx2Table;
 // AVX2 attention for plain f32/f16 views; hands every other view to AttentionQuantAvx2
 // (attention_avx2.cc).

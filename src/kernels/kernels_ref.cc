@@ -367,8 +367,19 @@ void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, fl
   }
 }
 
+// Eight scalar chains (enough to cover a scalar FMA's latency on current cores).
+int64_t FmaLoopRef(int64_t iterations) {
+  float a[8] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+  const float m = 0.9999f, b = 1e-4f;
+  for (int64_t it = 0; it < iterations; ++it)
+    for (float& v : a) v = std::fma(v, m, b);
+  volatile float sink = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+  (void)sink;
+  return iterations * 8 * 2;
+}
+
 const KernelTable kRefTable = {"ref",     PrepareActRef, MatMulRowsRef, RmsNormRef,
-                               SwigluRef, GeluRef,       AttentionRef};
+                               SwigluRef, GeluRef,       AttentionRef,  FmaLoopRef};
 
 }  // namespace
 
@@ -399,10 +410,9 @@ ActFormat ActFormatFor(WType w) {
 }
 
 ActFormat ActFormatFor(WType w, int64_t n_tok) {
-  // Only formats whose rows dequantize fast enough for the float tile to win (measured with
-  // bench/kernels_bench.cc at 32 and 128 tokens); q5_0, q5_1 and q6_k keep the integer path.
-  const bool dequant_gemm = w == WType::kQ8_0 || w == WType::kQ4_0 || w == WType::kQ4_1 ||
-                            w == WType::kQ4_K || w == WType::kQ5_K;
+  // Every quantized format: from this batch size the packed GEMM dequantizes each weight panel
+  // once for all tokens (measured with bench/kernels_bench.cc).
+  const bool dequant_gemm = ActFormatFor(w) != ActFormat::kF32;
   return dequant_gemm && n_tok >= kDequantGemmMinTokens ? ActFormat::kF32 : ActFormatFor(w);
 }
 

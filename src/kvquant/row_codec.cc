@@ -5,6 +5,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "base/check.h"
 #include "base/fp16.h"
 #include "base/strings.h"
@@ -23,6 +27,28 @@ uint16_t LoadU16(const uint8_t* p) {
   return h;
 }
 void StoreU16(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
+
+// f16 rows: a prefill writes every layer's K and V rows (pp512 of a 110M model: 9.4M values),
+// and the scalar converter took ~4 ns a value, ~5% of the step on the engine thread. The F16C
+// instruction rounds the same way (to nearest even); only NaN payloads may differ.
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void EncodeF16RowF16c(const float* x, uint8_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), h);
+  }
+  for (; i < n; ++i) StoreU16(dst + 2 * i, Fp32ToFp16(x[i]));
+}
+#endif
+
+void EncodeF16Row(const float* x, uint8_t* dst, int64_t n) {
+#if defined(__x86_64__)
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  if (f16c) return EncodeF16RowF16c(x, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) StoreU16(dst + 2 * i, Fp32ToFp16(x[i]));
+}
 
 }  // namespace
 
@@ -120,8 +146,7 @@ void RowCodec::Encode(const float* x, uint8_t* dst, const float* fp8_scales) con
       std::memcpy(dst, x, static_cast<size_t>(v) * 4);
       return;
     case KvDtype::kF16:
-      for (int64_t i = 0; i < v; ++i) StoreU16(dst + 2 * i, Fp32ToFp16(x[i]));
-      return;
+      return EncodeF16Row(x, dst, v);
     case KvDtype::kBf16:
       for (int64_t i = 0; i < v; ++i) StoreU16(dst + 2 * i, Fp32ToBf16(x[i]));
       return;

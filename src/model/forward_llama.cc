@@ -7,6 +7,7 @@
 #include "kernels/thread_pool.h"
 #include "model/attention_tasks.h"
 #include "model/model.h"
+#include "model/token_parallel.h"
 
 namespace kvforge::model {
 namespace {
@@ -74,17 +75,18 @@ void Model::FeedForward(const LayerWeights& L, int64_t n, Workspace& ws,
       MatMul(L.w_gate, ws.xn.data(), n, ws.gate.data(), ws, pool);
     MatMul(L.w_up, ws.xn.data(), n, ws.up.data(), ws, pool);
   }
-  switch (c.traits->ffn) {
-    case FfnKind::kSwiGlu:
-      kt.swiglu(ws.gate.data(), ws.up.data(), ws.ffn.data(), n * F);
-      break;
-    case FfnKind::kGeGlu:
-      kt.gelu(ws.gate.data(), ws.up.data(), ws.ffn.data(), n * F);
-      break;
-    case FfnKind::kGelu:
-      kt.gelu(ws.up.data(), nullptr, ws.ffn.data(), n * F);
-      break;
-  }
+  const FfnKind kind = c.traits->ffn;
+  ForEachToken(pool, n, [&](int64_t i) {
+    const int64_t o = i * F;
+    switch (kind) {
+      case FfnKind::kSwiGlu:
+        return kt.swiglu(ws.gate.data() + o, ws.up.data() + o, ws.ffn.data() + o, F);
+      case FfnKind::kGeGlu:
+        return kt.gelu(ws.gate.data() + o, ws.up.data() + o, ws.ffn.data() + o, F);
+      case FfnKind::kGelu:
+        return kt.gelu(ws.up.data() + o, nullptr, ws.ffn.data() + o, F);
+    }
+  });
   MatMul(L.w_down, ws.ffn.data(), n, ws.y.data(), ws, pool);
 }
 
@@ -99,18 +101,18 @@ void Model::AttendLlama(int64_t l, const LayerWeights& L, const Batch& batch,
   const float* rope_factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data();
   ProjectQkv(L, n, ws, pool);
   if (c.traits->qk_norm)
-    for (int64_t i = 0; i < n; ++i) {
+    ForEachToken(pool, n, [&](int64_t i) {
       NormalizeHeads(kt, ws.q.data() + i * QD, c.n_head, HD, L.q_norm, c.rms_eps);
       NormalizeHeads(kt, ws.k.data() + i * KD, c.n_head_kv, HD, L.k_norm, c.rms_eps);
-    }
-  for (int64_t i = 0; i < n; ++i) {
+    });
+  ForEachToken(pool, n, [&](int64_t i) {
     kernels::Rope(ws.q.data() + i * QD, static_cast<int32_t>(c.n_head), static_cast<int32_t>(HD),
                   static_cast<int32_t>(c.rope_dim), pos[static_cast<size_t>(i)], c.rope_freq_base,
                   c.rope_freq_scale, c.rope_neox, rope_factors);
     kernels::Rope(ws.k.data() + i * KD, static_cast<int32_t>(c.n_head_kv), static_cast<int32_t>(HD),
                   static_cast<int32_t>(c.rope_dim), pos[static_cast<size_t>(i)], c.rope_freq_base,
                   c.rope_freq_scale, c.rope_neox, rope_factors);
-  }
+  });
   // Hand this step's K/V rows to the cache, which encodes them with its dtype's codec.
   for (const auto& s : batch.seqs)
     kv.WriteAt(static_cast<int32_t>(l), s.kv_seq, s.first_slot(), s.pos0, s.n_tokens,

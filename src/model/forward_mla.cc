@@ -166,6 +166,7 @@ void Model::MlaNaive(int64_t l, const LayerWeights& L, const Batch& batch, size_
   // K [n_kv][H][N + P]: W_UK_h^T c per head (the head's [R x N] block transposed once into f32
   // so the matmul kernel runs over it), then the shared k_pe.
   ws.naive_k.resize(static_cast<size_t>(n_kv * H * QK));
+  ws.matmul_flops += 2 * H * N * R * n_kv;
   pool.ParallelFor(H, [&](int64_t h0, int64_t h1, int) {
     std::vector<float> block(static_cast<size_t>(R * N)), wt(static_cast<size_t>(N * R));
     for (int64_t h = h0; h < h1; ++h) {

@@ -10,6 +10,7 @@
 #include "base/token_ids.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/thread_pool.h"
+#include "model/token_parallel.h"
 #include "tensor/dequant.h"
 
 namespace kvforge::model {
@@ -114,6 +115,15 @@ void Normalize(const kernels::KernelTable& kt, bool layer_norm, const float* x,
              b[static_cast<size_t>(i)];
 }
 
+// x += y for n rows of e floats (the residual connection).
+void AddResidual(Workspace& ws, int64_t n, int64_t e, kernels::ThreadPool& pool) {
+  float* x = ws.x.data();
+  const float* y = ws.y.data();
+  ForEachToken(pool, n, [&](int64_t i) {
+    for (int64_t j = i * e; j < (i + 1) * e; ++j) x[j] += y[j];
+  });
+}
+
 }  // namespace
 
 int64_t Model::NumLogitRows(const Batch& batch) {
@@ -140,6 +150,7 @@ void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Wor
       kt.prepare_act(w.type, x + t * x_stride, ws.act.data() + t * xrow, w.cols);
     xp = ws.act.data();
   }
+  ws.matmul_flops += 2 * w.rows * w.cols * n_tok;
   pool.ParallelForGrain(w.rows, 16, [&](int64_t r0, int64_t r1, int) {
     kt.matmul_rows(w.type, w.data, w.row_bytes, w.cols, xp, n_tok, y, y_stride, r0, r1);
   });
@@ -187,26 +198,28 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
     // Attention block: xn = norm(x); q, k, v from xn.
-    for (int64_t i = 0; i < n; ++i)
+    ForEachToken(pool, n, [&](int64_t i) {
       Normalize(kt, layer_norm, ws.x.data() + i * E, L.attn_norm, L.attn_norm_b,
                 ws.xn.data() + i * E, E, c.rms_eps);
+    });
     if (c.traits->mla) {
       AttendMla(l, L, batch, pos, kv, ws, pool);
     } else {
       AttendLlama(l, L, batch, pos, kv, ws, pool);
     }
-    for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.y[i];
+    AddResidual(ws, n, E, pool);
     // Feed-forward block. A parallel block (falcon) feeds it the attention's normed input, which
     // xn still holds; otherwise xn = ffn_norm(x + attention).
     if (!c.traits->parallel_block)
-      for (int64_t i = 0; i < n; ++i)
+      ForEachToken(pool, n, [&](int64_t i) {
         kt.rms_norm(ws.x.data() + i * E, L.ffn_norm.data(), ws.xn.data() + i * E, E, c.rms_eps);
+      });
     if (c.moe.IsMoeLayer(l)) {
       MoeFeedForward(L, n, ws, pool);
     } else {
       FeedForward(L, n, ws, pool);
     }
-    for (int64_t i = 0; i < n * E; ++i) ws.x[i] += ws.y[i];
+    AddResidual(ws, n, E, pool);
   }
 
   // Final norm and output projection, only for the rows that need logits.

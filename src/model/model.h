@@ -89,6 +89,9 @@ class Workspace {
   std::vector<float> moe_logits, moe_x, moe_gate, moe_up, moe_act, moe_y;
   int64_t tokens_capacity = 0;
   int64_t kv_capacity = 0;
+  // Floating-point operations of every matmul run with this workspace (2 x rows x cols per
+  // token): what `bench latency` divides by the machine's FMA peak.
+  int64_t matmul_flops = 0;
 };
 
 // The MLA path with less arithmetic for a chunk of n_q queries over n_kv cached slots: absorbed

@@ -235,6 +235,15 @@ check "bench latency compare needs sparse" 2 "$KVF" bench latency --n-prompt 0 -
 check "bench latency compare no pp" 2 "$KVF" bench latency --n-gen 4 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 64 --compare-kv-policy
 check "bench latency compare random fill" 0 "$KVF" bench latency --n-prompt 0 --n-gen 2 --depth 128 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 48 --compare-kv-policy --also-kv-policy nsa --fill random
 contains "bench latency compare two policies" "$TMP/out" "nsa / dense ="
+check "bench latency pp peak" 0 "$KVF" bench latency --n-prompt 64 --n-gen 0 --repetitions 1 --no-bandwidth --json
+python3 - "$TMP/out" <<'PY' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: bench latency pp fraction of the FMA peak"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["tests"][0]
+assert r["fma_peak_gflop_per_s"] > 0 and t["matmul_gflop_per_s"] > 0, r
+assert 0 < t["peak_fraction"] <= 1, t
+PY
+check "bench latency no peak" 0 "$KVF" bench latency --n-prompt 16 --n-gen 0 --repetitions 1 --no-bandwidth --no-peak
 check "bench latency bad fill" 2 "$KVF" bench latency --n-prompt 0 --n-gen 2 --repetitions 1 --fill zeros
 check "bench latency also needs compare" 2 "$KVF" bench latency --n-prompt 0 --n-gen 2 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 48 --also-kv-policy nsa
 check "eval stream streaming" 0 "$KVF" eval stream --text "$SHARED/models/tinystories-val-head.txt" --tokens 1200 --report-every 400 --ctx 256 --kv-policy streaming --kv-budget 64 --json

@@ -109,6 +109,56 @@ INSTANTIATE_TEST_SUITE_P(Formats, MatMulTest,
                                tensor::DTypeName(static_cast<tensor::DType>(pi.param)));
                          });
 
+// Large batches (the packed GEMM for quantized weights, the dot-product tiles for float ones)
+// on shapes that cross every one of the packed GEMM's block edges: more rows
+// than one packed panel (128) and not a multiple of its 16-row tiles, depth over one 256-value
+// panel and (for 1- and 32-value blocks) not a multiple of it, more tokens than one 72-token
+// block and not a multiple of the 6-token tile, rows split at an odd boundary, buffers unaligned.
+TEST_P(MatMulTest, PackedGemmMatchesReferenceAcrossBlockEdges) {
+  const WType w = GetParam();
+  const auto dt = static_cast<tensor::DType>(w);
+  const int64_t block = tensor::Traits(dt).block_elems;
+  const int64_t cols = block == 256 ? 512 : block == 32 ? 288 : 300;
+  const int64_t n_tok = 79;
+  const int64_t rows = 150, split = 77;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  const size_t rb = *tensor::RowBytes(dt, cols);
+  std::vector<uint8_t> wbuf(rb * rows + 1);
+  std::vector<float> wrow(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : wrow) v = nd(rng);
+    ASSERT_TRUE(tensor::QuantizeRow(dt, wrow.data(), wbuf.data() + 1 + r * rb, cols).ok());
+  }
+  ASSERT_EQ(ActFormatFor(w, n_tok), ActFormat::kF32);
+  std::vector<uint8_t> x(static_cast<size_t>(n_tok * cols) * 4 + 1);
+  for (int64_t i = 0; i < n_tok * cols; ++i) {
+    const float v = nd(rng);
+    std::memcpy(x.data() + 1 + 4 * i, &v, 4);
+  }
+  std::vector<float> yref(static_cast<size_t>(n_tok * rows)), ysimd(yref.size());
+  ReferenceTable().matmul_rows(w, wbuf.data() + 1, rb, cols, x.data() + 1, n_tok, yref.data(), rows,
+                               0, rows);
+  for (const KernelTable* k : Simd()) {
+    std::fill(ysimd.begin(), ysimd.end(), 0.0f);
+    k->matmul_rows(w, wbuf.data() + 1, rb, cols, x.data() + 1, n_tok, ysimd.data(), rows, 0, split);
+    k->matmul_rows(w, wbuf.data() + 1, rb, cols, x.data() + 1, n_tok, ysimd.data(), rows, split,
+                   rows);
+    for (size_t i = 0; i < yref.size(); ++i)
+      ASSERT_NEAR(ysimd[i], yref[i],
+                  1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(yref[i])))
+          << k->name << " token " << i / rows << " row " << i % rows;
+  }
+}
+
+TEST(KernelsTest, FmaLoopCountsItsOperations) {
+  for (const KernelTable* k : AvailableTables()) {
+    const int64_t one = k->fma_loop(1);
+    EXPECT_GT(one, 0) << k->name;
+    EXPECT_EQ(k->fma_loop(1000), 1000 * one) << k->name;
+  }
+}
+
 // Decodes a prepared activation row back to floats (what the integer kernels multiply by).
 std::vector<float> DecodePrepared(WType w, const uint8_t* p, int64_t cols) {
   std::vector<float> out(static_cast<size_t>(cols));

@@ -1,0 +1,370 @@
+// gemm_avx2.cc — the large-batch matmul (prefill, big decode batches): a cache-blocked GEMM with
+// packed weight panels, as in GotoBLAS/BLIS.
+//
+//   y[t][r] = sum_k x[t][k] * W[r][k]    t in [0, n_tok) tokens, r in [r0, r1) weight rows
+//
+// Loop nest (per call; each thread of the pool owns its own row range):
+//   rows jc (kNC at a time) x depth pc (kKC at a time): pack W[jc.., pc..] once into f32 panels
+//   [kNC/16][kc][16] (quantized formats dequantized here, so the cost is shared by every token),
+//   then for each block of kMC tokens, each 16-row micro-panel (16 KiB, stays in L1) and each 6
+//   tokens: the 6x16 register tile, 12 ymm accumulators fed by two panel loads and six broadcasts
+//   of x per depth step (12 FMAs to 8 loads: FMA-bound).
+// Working set: the panel (128 KiB) and one token block of x (72 KiB) in L2.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "kernels/avx2_util.h"
+#include "kernels/kernels_common.h"
+#include "tensor/dequant.h"
+#include "tensor/dtype.h"
+
+namespace kvforge::kernels::internal {
+namespace {
+
+constexpr int kMR = 6;        // tokens per register tile
+constexpr int kNR = 16;       // weight rows per register tile (two ymm)
+constexpr int64_t kKC = 256;  // depth per panel: a multiple of every weight block size
+constexpr int64_t kNC = 128;  // weight rows per panel: kNC * kKC * 4 B = 128 KiB
+constexpr int64_t kMC = 72;   // tokens per block of x (multiple of kMR): 72 * kKC * 4 B = 72 KiB
+
+inline float LoadF(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+
+inline float LoadHalf(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// ---- Row segments to floats ----------------------------------------------------------------
+
+// 8 codes (bytes, signed or not) -> d * code + bias, stored at out[8].
+template <bool kSigned>
+inline void Store8(__m128i codes8, __m256 d, __m256 bias, float* out) {
+  const __m256i v = kSigned ? _mm256_cvtepi8_epi32(codes8) : _mm256_cvtepu8_epi32(codes8);
+  _mm256_storeu_ps(out, _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(v), bias));
+}
+
+// 16 code bytes (the low or high half of a 32-byte group) -> out[16].
+template <bool kSigned>
+inline void Store16(__m128i codes16, __m256 d, __m256 bias, float* out) {
+  Store8<kSigned>(codes16, d, bias, out);
+  Store8<kSigned>(_mm_srli_si128(codes16, 8), d, bias, out + 8);
+}
+
+template <bool kSigned>
+inline void Store32(__m256i codes, __m256 d, __m256 bias, float* out) {
+  Store16<kSigned>(_mm256_castsi256_si128(codes), d, bias, out);
+  Store16<kSigned>(_mm256_extracti128_si256(codes, 1), d, bias, out + 16);
+}
+
+// Expands 32 bits to 32 bytes: byte i is 0x10 when bit i is set (the 5th bit of q5 codes).
+inline __m256i HighBitBytes(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Low nibbles of 16 packed bytes are codes 0..15, high nibbles codes 16..31.
+inline __m256i Nibbles32(const uint8_t* qs) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i bytes =
+      _mm256_insertf128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
+  return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
+}
+
+// One 32-value block of a 32-block format -> out[32].
+template <WType W>
+inline void DequantBlock32(const uint8_t* blk, float* out) {
+  const __m256 d = _mm256_set1_ps(LoadHalf(blk));
+  const __m256 zero = _mm256_setzero_ps();
+  if constexpr (W == WType::kQ8_0) {
+    Store32<true>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), d, zero, out);
+  } else if constexpr (W == WType::kQ4_0) {
+    Store32<true>(_mm256_sub_epi8(Nibbles32(blk + 2), _mm256_set1_epi8(8)), d, zero, out);
+  } else if constexpr (W == WType::kQ5_0) {
+    const __m256i codes = _mm256_or_si256(Nibbles32(blk + 6), HighBitBytes(blk + 2));
+    Store32<true>(_mm256_sub_epi8(codes, _mm256_set1_epi8(16)), d, zero, out);
+  } else if constexpr (W == WType::kQ4_1) {
+    Store32<false>(Nibbles32(blk + 4), d, _mm256_set1_ps(LoadHalf(blk + 2)), out);
+  } else {
+    static_assert(W == WType::kQ5_1);
+    const __m256i codes = _mm256_or_si256(Nibbles32(blk + 8), HighBitBytes(blk + 4));
+    Store32<false>(codes, d, _mm256_set1_ps(LoadHalf(blk + 2)), out);
+  }
+}
+
+// q4_k / q5_k super-block (256 values) -> out[256]: sub-block j is d * sc_j * q - dmin * mn_j.
+template <WType W>
+inline void DequantSuperQ45K(const uint8_t* wb, float* out) {
+  constexpr bool kQ5 = W == WType::kQ5_K;
+  constexpr int kQsOffset = kQ5 ? 48 : 16;
+  const float d = LoadHalf(wb), dmin = LoadHalf(wb + 2);
+  // The 12 packed scale bytes as in the dot kernel (tensor::UnpackScaleMinK4's layout).
+  uint32_t w[3];
+  std::memcpy(w, wb + 4, 12);
+  const uint32_t sc[2] = {w[0] & 0x3F3F3F3F, (w[2] & 0x0F0F0F0F) | ((w[0] >> 2) & 0x30303030)};
+  const uint32_t mn[2] = {w[1] & 0x3F3F3F3F,
+                          ((w[2] >> 4) & 0x0F0F0F0F) | ((w[1] >> 2) & 0x30303030)};
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i qh =
+      kQ5 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 16)) : _mm256_setzero_si256();
+  for (int g = 0; g < 4; ++g) {
+    const __m256i raw =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQsOffset + 32 * g));
+    for (int h = 0; h < 2; ++h) {
+      const int j = 2 * g + h;
+      __m256i q = _mm256_and_si256(h == 0 ? raw : _mm256_srli_epi16(raw, 4), low4);
+      if constexpr (kQ5) {
+        const __m256i hb = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4),
+                                            _mm256_set1_epi8(0x10));
+        q = _mm256_or_si256(q, hb);
+      }
+      const float scale = d * static_cast<float>((sc[j / 4] >> (8 * (j % 4))) & 0xFF);
+      const float min = dmin * static_cast<float>((mn[j / 4] >> (8 * (j % 4))) & 0xFF);
+      Store32<false>(q, _mm256_set1_ps(scale), _mm256_set1_ps(-min), out + 32 * j);
+    }
+  }
+}
+
+// q6_k super-block -> out[256]: value i is d * scales[i / 16] * (code_i - 32).
+inline void DequantSuperQ6K(const uint8_t* wb, float* out) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i hi2 = _mm256_set1_epi8(0x30);
+  const float d = LoadHalf(wb + 208);
+  const auto* scales = reinterpret_cast<const int8_t*>(wb + 192);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i la = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h));
+    const __m256i lb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 128 + 32 * h));
+    // Chunk c = 4h + k holds values 32c .. 32c + 31 (the dot kernel's layout).
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(la, low4),
+                        _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2)),
+        _mm256_or_si256(_mm256_and_si256(lb, low4),
+                        _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), low4),
+                        _mm256_and_si256(qh, hi2)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), low4),
+                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2)),
+    };
+    for (int k = 0; k < 4; ++k) {
+      const int c = 4 * h + k;
+      for (int half = 0; half < 2; ++half) {
+        const float s = d * static_cast<float>(scales[2 * c + half]);
+        const __m128i codes =
+            half == 0 ? _mm256_castsi256_si128(q[k]) : _mm256_extracti128_si256(q[k], 1);
+        Store16<false>(codes, _mm256_set1_ps(s), _mm256_set1_ps(-32.0f * s),
+                       out + 32 * c + 16 * half);
+      }
+    }
+  }
+}
+
+// Values [pc, pc + kc) of one quantized weight row as floats into out[kc]. pc is a multiple of
+// kKC, so the segment starts on a block boundary; kc is a multiple of the block size.
+template <WType W>
+void RowSegmentToFloats(const uint8_t* row, int64_t pc, int64_t kc, float* out) {
+  if constexpr (W == WType::kQ4_K || W == WType::kQ5_K || W == WType::kQ6_K) {
+    constexpr int64_t kBytes = W == WType::kQ4_K ? 144 : W == WType::kQ5_K ? 176 : 210;
+    const uint8_t* p = row + pc / 256 * kBytes;
+    for (int64_t b = 0; b < kc / 256; ++b) {
+      if constexpr (W == WType::kQ6_K)
+        DequantSuperQ6K(p + b * kBytes, out + 256 * b);
+      else
+        DequantSuperQ45K<W>(p + b * kBytes, out + 256 * b);
+    }
+  } else {
+    constexpr int64_t kBytes = W == WType::kQ8_0   ? 34
+                               : W == WType::kQ4_0 ? 18
+                               : W == WType::kQ4_1 ? 20
+                               : W == WType::kQ5_0 ? 22
+                                                   : 24;
+    const uint8_t* p = row + pc / 32 * kBytes;
+    for (int64_t b = 0; b < kc / 32; ++b) DequantBlock32<W>(p + b * kBytes, out + 32 * b);
+  }
+}
+
+// ---- Packing ---------------------------------------------------------------------------------
+
+// Transposes an 8x8 block: rows r[0..7] (8 floats each) -> columns stored at dst + i * 16.
+inline void Transpose8x8To(const __m256 r[8], float* dst) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  _mm256_store_ps(dst + 0 * kNR, _mm256_permute2f128_ps(s0, s4, 0x20));
+  _mm256_store_ps(dst + 1 * kNR, _mm256_permute2f128_ps(s1, s5, 0x20));
+  _mm256_store_ps(dst + 2 * kNR, _mm256_permute2f128_ps(s2, s6, 0x20));
+  _mm256_store_ps(dst + 3 * kNR, _mm256_permute2f128_ps(s3, s7, 0x20));
+  _mm256_store_ps(dst + 4 * kNR, _mm256_permute2f128_ps(s0, s4, 0x31));
+  _mm256_store_ps(dst + 5 * kNR, _mm256_permute2f128_ps(s1, s5, 0x31));
+  _mm256_store_ps(dst + 6 * kNR, _mm256_permute2f128_ps(s2, s6, 0x31));
+  _mm256_store_ps(dst + 7 * kNR, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+// rows: [16][kKC] floats (first kc of each used) -> micro-panel dst: [kc][16] (32-byte aligned).
+void TransposeToMicroPanel(const float* rows, int64_t kc, float* dst) {
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8)
+    for (int half = 0; half < 2; ++half) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(rows + (8 * half + j) * kKC + k);
+      Transpose8x8To(r, dst + k * kNR + 8 * half);
+    }
+  for (; k < kc; ++k)
+    for (int j = 0; j < kNR; ++j) dst[k * kNR + j] = rows[j * kKC + k];
+}
+
+// Packs weight rows [0, nc) (starting at w) x depth [pc, pc + kc) into panel
+// [ceil(nc / 16)][kc][16]; rows past nc in the last micro-panel are zeros. scratch: [16][kKC].
+template <WType W>
+void PackPanel(const uint8_t* w, size_t row_bytes, int64_t pc, int64_t kc, int64_t nc, float* panel,
+               float* scratch) {
+  for (int64_t g = 0; g < nc; g += kNR) {
+    const int64_t n = std::min<int64_t>(kNR, nc - g);
+    for (int64_t j = 0; j < n; ++j)
+      RowSegmentToFloats<W>(w + static_cast<size_t>(g + j) * row_bytes, pc, kc, scratch + j * kKC);
+    for (int64_t j = n; j < kNR; ++j)
+      std::memset(scratch + j * kKC, 0, static_cast<size_t>(kc) * 4);
+    TransposeToMicroPanel(scratch, kc, panel + g * kc);
+  }
+}
+
+// ---- The register tile -----------------------------------------------------------------------
+
+// c[MR][nr] (row stride ldc) = (add ? c : 0) + x[MR][kc] . bp[kc][16]^T, x rows x_row bytes
+// apart (possibly unaligned), bp a micro-panel. nr < 16 only at the end of a row range.
+template <int MR>
+void RegisterTile(const uint8_t* x, size_t x_row, const float* bp, int64_t kc, float* c,
+                  int64_t ldc, int64_t nr, bool add) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(bp + k * kNR);
+    const __m256 b1 = _mm256_load_ps(bp + k * kNR + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_set1_ps(LoadF(x + i * x_row + 4 * k));
+      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+  if (nr == kNR) {
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      float* ci = c + i * ldc;
+      if (add) {
+        acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(ci));
+        acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(ci + 8));
+      }
+      _mm256_storeu_ps(ci, acc[i][0]);
+      _mm256_storeu_ps(ci + 8, acc[i][1]);
+    }
+    return;
+  }
+  alignas(32) float tile[kNR];
+  for (int i = 0; i < MR; ++i) {
+    _mm256_store_ps(tile, acc[i][0]);
+    _mm256_store_ps(tile + 8, acc[i][1]);
+    float* ci = c + i * ldc;
+    for (int64_t j = 0; j < nr; ++j) ci[j] = add ? ci[j] + tile[j] : tile[j];
+  }
+}
+
+using TileFn = void (*)(const uint8_t*, size_t, const float*, int64_t, float*, int64_t, int64_t,
+                        bool);
+constexpr TileFn kTiles[kMR + 1] = {nullptr,         RegisterTile<1>, RegisterTile<2>,
+                                    RegisterTile<3>, RegisterTile<4>, RegisterTile<5>,
+                                    RegisterTile<6>};
+
+// Buffers one thread reuses across calls: a panel [kNC][kKC] and the packing scratch [16][kKC],
+// both 32-byte aligned.
+struct GemmBuffers {
+  std::unique_ptr<float[]> storage{new float[kNC * kKC + kNR * kKC + 8]};
+  float* panel() {
+    auto p = reinterpret_cast<uintptr_t>(storage.get());
+    return reinterpret_cast<float*>((p + 31) & ~uintptr_t{31});
+  }
+  float* scratch() { return panel() + kNC * kKC; }
+};
+
+template <WType W>
+void PackedGemm(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
+                int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+  thread_local GemmBuffers buffers;
+  float* panel = buffers.panel();
+  float* scratch = buffers.scratch();
+  const size_t x_row = static_cast<size_t>(cols) * 4;
+  for (int64_t jc = r0; jc < r1; jc += kNC) {
+    const int64_t nc = std::min(kNC, r1 - jc);
+    for (int64_t pc = 0; pc < cols; pc += kKC) {
+      const int64_t kc = std::min(kKC, cols - pc);
+      PackPanel<W>(weights + static_cast<size_t>(jc) * row_bytes, row_bytes, pc, kc, nc, panel,
+                   scratch);
+      for (int64_t ic = 0; ic < n_tok; ic += kMC) {
+        const int64_t mc = std::min(kMC, n_tok - ic);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          const int64_t nr = std::min<int64_t>(kNR, nc - jr);
+          for (int64_t ir = ic; ir < ic + mc; ir += kMR) {
+            const int64_t mr = std::min<int64_t>(kMR, ic + mc - ir);
+            kTiles[mr](x + static_cast<size_t>(ir) * x_row + 4 * static_cast<size_t>(pc), x_row,
+                       panel + jr * kc, kc, y + ir * y_stride + jc + jr, y_stride, nr, pc > 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void PackedGemmAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                    const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
+                    int64_t r1) {
+  switch (w) {
+    case WType::kQ8_0:
+      return PackedGemm<WType::kQ8_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ4_0:
+      return PackedGemm<WType::kQ4_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ4_1:
+      return PackedGemm<WType::kQ4_1>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ5_0:
+      return PackedGemm<WType::kQ5_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ5_1:
+      return PackedGemm<WType::kQ5_1>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ4_K:
+      return PackedGemm<WType::kQ4_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ5_K:
+      return PackedGemm<WType::kQ5_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kQ6_K:
+      return PackedGemm<WType::kQ6_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kF32:
+    case WType::kF16:
+    case WType::kBF16:
+      break;  // float weights use the dot-product tiles (UsesPackedGemm)
+  }
+}
+
+}  // namespace kvforge::kernels::internal

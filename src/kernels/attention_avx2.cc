@@ -93,6 +93,7 @@ inline bool PlainFloat(const KvPageView& v) {
 void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
   if (!PlainFloat(a.k) || !PlainFloat(a.v))
     return AttentionQuantAvx2(a, kvh_begin, kvh_end, scratch);
+  if (PrefillAttentionApplies(a)) return AttentionPrefillAvx2(a, kvh_begin, kvh_end);
   const bool k_f16 = a.k.dtype == kvquant::KvDtype::kF16;
   const bool v_f16 = a.v.dtype == kvquant::KvDtype::kF16;
   const int32_t group = a.n_head / a.n_kv_head;

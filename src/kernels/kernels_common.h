@@ -77,6 +77,13 @@ void PackedGemmAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t c
                     const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
                     int64_t r1);
 
+// Prefill attention (attention_prefill_avx2.cc): chunks of at least this many queries over plain
+// f32/f16 K/V (no residual window) with head widths that are multiples of 16 run as register-tiled
+// GEMMs over f32 panels of each KV head; AttentionAvx2 hands them over.
+inline constexpr int64_t kPrefillAttentionMinQueries = 8;
+bool PrefillAttentionApplies(const AttentionArgs& a);
+void AttentionPrefillAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end);
+
 extern const KernelTable kAvx2Table;
 // AVX2 attention for plain f32/f16 views; hands every other view to AttentionQuantAvx2
 // (attention_avx2.cc).

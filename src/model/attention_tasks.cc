@@ -80,6 +80,9 @@ void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvA
   };
   std::vector<Task> tasks;
   constexpr int64_t kQChunk = 16;
+  // Long prefill chunks: 64 queries per task, so the prefill kernel's f32 panels of each KV
+  // head's rows are shared by 4x more queries (still 8 tasks per head of a 512-token chunk).
+  constexpr int64_t kLongQChunk = 64;
   int64_t n_observing = 0, max_kv = 0;
   std::vector<size_t> seqs = job.seqs;
   if (seqs.empty())
@@ -89,12 +92,13 @@ void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvA
   for (size_t si : seqs) {
     const auto& s = batch.seqs[si];
     max_kv = std::max(max_kv, s.first_slot() + s.n_tokens);
+    const int64_t q_chunk = s.n_tokens >= 4 * kLongQChunk ? kLongQChunk : kQChunk;
     for (int32_t h = 0; h < job.n_kv_head; ++h)
-      for (int64_t q0 = 0; q0 < s.n_tokens; q0 += kQChunk)
+      for (int64_t q0 = 0; q0 < s.n_tokens; q0 += q_chunk)
         for (int32_t part = 0; part < splits; ++part) {
           const int32_t h0 = group * part / splits, h1 = group * (part + 1) / splits;
           if (h1 == h0) continue;
-          const int64_t nq = std::min(kQChunk, s.n_tokens - q0);
+          const int64_t nq = std::min(q_chunk, s.n_tokens - q0);
           const bool observes = s.observed != nullptr && q0 + nq > s.observe_from;
           tasks.push_back({si, h, h0, h1 - h0, q0, nq, observes ? n_observing++ : -1});
         }

@@ -294,59 +294,63 @@ TEST(KernelsTest, AttentionOverShuffledPagesMatchesReference) {
   for (bool f16 : {false, true}) {
     for (auto [n_head, n_kv, hd] : {std::make_tuple(4, 4, 8), std::make_tuple(8, 2, 16),
                                     std::make_tuple(4, 1, 12), std::make_tuple(2, 1, 64)}) {
-      const int32_t block_tokens = 5;
-      const int64_t pos0 = 13, n_q = 4, total = pos0 + n_q;
-      const int64_t n_blocks = (total + block_tokens - 1) / block_tokens;
-      const size_t elem = f16 ? 2 : 4;
-      const size_t token_stride = static_cast<size_t>(n_kv * hd) * elem;
-      const size_t block_stride = token_stride * block_tokens;
-      std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-      for (int64_t i = 0; i < n_blocks; ++i)
-        table[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);  // reversed
-      std::vector<uint8_t> kbuf(block_stride * n_blocks), vbuf(kbuf.size());
-      for (size_t i = 0; i < kbuf.size() / elem; ++i) {
-        const float kv = nd(rng), vv = nd(rng);
-        if (f16) {
-          const uint16_t kh = Fp32ToFp16(kv), vh = Fp32ToFp16(vv);
-          std::memcpy(kbuf.data() + 2 * i, &kh, 2);
-          std::memcpy(vbuf.data() + 2 * i, &vh, 2);
-        } else {
-          std::memcpy(kbuf.data() + 4 * i, &kv, 4);
-          std::memcpy(vbuf.data() + 4 * i, &vv, 4);
+      // 13 queries (at least kPrefillAttentionMinQueries) take the AVX2 prefill GEMM path when
+      // the head width is a multiple of 16; 4 the per-query path.
+      for (const int64_t n_q : {int64_t{4}, int64_t{13}}) {
+        const int32_t block_tokens = 5;
+        const int64_t pos0 = 13, total = pos0 + n_q;
+        const int64_t n_blocks = (total + block_tokens - 1) / block_tokens;
+        const size_t elem = f16 ? 2 : 4;
+        const size_t token_stride = static_cast<size_t>(n_kv * hd) * elem;
+        const size_t block_stride = token_stride * block_tokens;
+        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+        for (int64_t i = 0; i < n_blocks; ++i)
+          table[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);  // reversed
+        std::vector<uint8_t> kbuf(block_stride * n_blocks), vbuf(kbuf.size());
+        for (size_t i = 0; i < kbuf.size() / elem; ++i) {
+          const float kv = nd(rng), vv = nd(rng);
+          if (f16) {
+            const uint16_t kh = Fp32ToFp16(kv), vh = Fp32ToFp16(vv);
+            std::memcpy(kbuf.data() + 2 * i, &kh, 2);
+            std::memcpy(vbuf.data() + 2 * i, &vh, 2);
+          } else {
+            std::memcpy(kbuf.data() + 4 * i, &kv, 4);
+            std::memcpy(vbuf.data() + 4 * i, &vv, 4);
+          }
         }
-      }
-      std::vector<float> q(static_cast<size_t>(n_q * n_head * hd));
-      for (auto& v : q) v = nd(rng);
-      AttentionArgs a;
-      a.q = q.data();
-      a.q_stride = n_head * hd;
-      a.out_stride = n_head * hd;
-      a.n_q = n_q;
-      a.slot0 = pos0;
-      a.n_head = n_head;
-      a.n_kv_head = n_kv;
-      a.head_dim = hd;
-      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      a.k.base = kbuf.data();
-      a.k.block_table = table.data();
-      a.k.block_tokens = block_tokens;
-      a.k.block_stride = block_stride;
-      a.k.token_stride = token_stride;
-      a.k.head_stride = static_cast<size_t>(hd) * elem;
-      a.k.dtype = f16 ? kvquant::KvDtype::kF16 : kvquant::KvDtype::kF32;
-      a.k.head_dim = hd;
-      a.k.row_values = n_kv * hd;
-      a.v = a.k;
-      a.v.base = vbuf.data();
-      std::vector<float> want(q.size()), got(q.size()),
-          scratch(static_cast<size_t>(total * n_head));
-      a.out = want.data();
-      ReferenceTable().attention(a, 0, n_kv, scratch.data());
-      for (const KernelTable* k : Simd()) {
-        a.out = got.data();
-        k->attention(a, 0, n_kv, scratch.data());
-        for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_NEAR(got[i], want[i], 1e-5) << k->name << " f16 " << f16;
+        std::vector<float> q(static_cast<size_t>(n_q * n_head * hd));
+        for (auto& v : q) v = nd(rng);
+        AttentionArgs a;
+        a.q = q.data();
+        a.q_stride = n_head * hd;
+        a.out_stride = n_head * hd;
+        a.n_q = n_q;
+        a.slot0 = pos0;
+        a.n_head = n_head;
+        a.n_kv_head = n_kv;
+        a.head_dim = hd;
+        a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        a.k.base = kbuf.data();
+        a.k.block_table = table.data();
+        a.k.block_tokens = block_tokens;
+        a.k.block_stride = block_stride;
+        a.k.token_stride = token_stride;
+        a.k.head_stride = static_cast<size_t>(hd) * elem;
+        a.k.dtype = f16 ? kvquant::KvDtype::kF16 : kvquant::KvDtype::kF32;
+        a.k.head_dim = hd;
+        a.k.row_values = n_kv * hd;
+        a.v = a.k;
+        a.v.base = vbuf.data();
+        std::vector<float> want(q.size()), got(q.size()),
+            scratch(static_cast<size_t>(total * n_head));
+        a.out = want.data();
+        ReferenceTable().attention(a, 0, n_kv, scratch.data());
+        for (const KernelTable* k : Simd()) {
+          a.out = got.data();
+          k->attention(a, 0, n_kv, scratch.data());
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(got[i], want[i], 1e-5) << k->name << " f16 " << f16 << " n_q " << n_q;
+        }
       }
     }
   }
@@ -356,11 +360,15 @@ TEST(KernelsTest, AttentionOverShuffledPagesMatchesReference) {
 // softmax weights per slot. Checked against a brute-force softmax over the live slots, for the
 // reference, the plain-float AVX2 path and the tiled path (a residual window that holds nothing
 // sends f32 rows there).
-TEST(KernelsTest, AttentionSkipsDeadSlotsAndObservesWeights) {
+// 3 queries take the per-query path, 14 the prefill GEMM path (head width 16).
+class AttentionDeadSlots : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(AttentionDeadSlots, SkipsDeadSlotsAndObservesWeights) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
   const int32_t n_head = 4, n_kv = 2, hd = 16, group = n_head / n_kv, block_tokens = 4;
-  const int64_t slot0 = 17, n_q = 3, total = slot0 + n_q, dead_begin = 5, dead_end = 11;
+  const int64_t n_q = GetParam();
+  const int64_t slot0 = 17, total = slot0 + n_q, dead_begin = 5, dead_end = 11;
   const int64_t observe_from = 1;
   const int64_t n_blocks = (total + block_tokens - 1) / block_tokens;
   const size_t token_stride = static_cast<size_t>(n_kv * hd) * 4;
@@ -454,6 +462,8 @@ TEST(KernelsTest, AttentionSkipsDeadSlotsAndObservesWeights) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Queries, AttentionDeadSlots, ::testing::Values(3, 14));
 
 }  // namespace
 }  // namespace kvforge::kernels

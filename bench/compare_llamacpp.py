@@ -11,7 +11,8 @@ rounds, the order flipping each round:
 Every kvforge run and every llama-bench run is a warm-up and then --reps repetitions; 2 threads;
 llama.cpp with flash attention (-fa 1). --kv-dtype q8_0 runs both with a q8_0 KV cache
 (llama-bench -ctk q8_0 -ctv q8_0). Prints one markdown row per (shape, weights, test): both
-engines' figures per round, the ratio per round, and the median ratio. Usage:
+engines' figures per round, the ratio per round, the median ratio, and for pp tests kvforge's
+matmul GFLOP/s as a fraction of the FMA peak `bench latency` measures in the same run. Usage:
   bench/compare_llamacpp.py KVFORGE PEER_DIR [--shapes 110m,1b] [--dtypes f16,q8_0,...]
       [--tests pp512,tg128,tg64@d2048] [--batches 1,4,8,16,64] [--rounds 3] [--reps 2]
       [--kv-dtype f16|q8_0] [--json OUT] [--keep]
@@ -40,6 +41,10 @@ def make_model(kvf, shape, dtype, vocab, out):
          dtype, "--ctx", "16384", "--seed", "1", "--vocab-from", vocab, "--out", out])
 
 
+# kvforge's pp matmul GFLOP/s as a fraction of the FMA peak its bench measured, per (model, test).
+PEAK_FRACTIONS = {}
+
+
 def parse_test(name):
     """'pp512' -> ('pp', 512, 0); 'tg64@d2048' -> ('tg', 64, 2048)."""
     body, _, depth = name.partition("@d")
@@ -54,7 +59,10 @@ def kvforge_test(kvf, model, test, a):
     cmd = [kvf, "bench", "latency", "--model", model, "--n-prompt", str(n if kind == "pp" else 0),
            "--n-gen", str(n if kind == "tg" else 0), "--depth", str(depth), "--repetitions",
            str(a.reps), "--threads", "2", "--kv-dtype", a.kv_dtype, "--no-bandwidth", "--json"]
-    return json.loads(run(cmd))["tests"][0]["tokens_per_s"]
+    t = json.loads(run(cmd))["tests"][0]
+    if kind == "pp":
+        PEAK_FRACTIONS.setdefault((model, test), []).append(t["peak_fraction"])
+    return t["tokens_per_s"]
 
 
 def llamacpp_test(peer, model, test, a):
@@ -104,14 +112,15 @@ def alternate(rounds, first, second):
     return xs, ys
 
 
-def row(shape, dtype, test, k, l, rows):
+def row(shape, dtype, test, k, l, rows, peak=None):
     ratios = [x / y for x, y in zip(k, l)]
     med = statistics.median(ratios)
+    frac = f"{statistics.median(peak):.2f}" if peak else ""
     print(f"| {shape} | {dtype} | {test} | {', '.join(f'{v:.1f}' for v in k)} | "
           f"{', '.join(f'{v:.1f}' for v in l)} | {', '.join(f'{r:.2f}' for r in ratios)} | "
-          f"{med:.2f}x |", flush=True)
+          f"{med:.2f}x | {frac} |", flush=True)
     rows.append(dict(shape=shape, weights=dtype, test=test, kvforge=k, llamacpp=l,
-                     ratios=ratios, median_ratio=med))
+                     ratios=ratios, median_ratio=med, kvforge_peak_fraction=peak))
 
 
 def main():
@@ -137,8 +146,8 @@ def main():
     print(f"kvforge vs llama.cpp ({a.peer}), {a.rounds} rounds alternating, KV {a.kv_dtype}, "
           "2 threads")
     print("| shape | weights | test | kvforge t/s (rounds) | llama.cpp t/s (rounds) | "
-          "ratio per round | median ratio |")
-    print("|---|---|---|---|---|---|---|")
+          "ratio per round | median ratio | kvforge pp matmuls / FMA peak |")
+    print("|---|---|---|---|---|---|---|---|")
     rows = []
     for shape in a.shapes.split(","):
         for dtype in a.dtypes.split(","):
@@ -148,7 +157,7 @@ def main():
             for test in tests:
                 k, l = alternate(a.rounds, lambda t=test: kvforge_test(a.kvforge, model, t, a),
                                  lambda t=test: llamacpp_test(a.peer, model, t, a))
-                row(shape, dtype, test, k, l, rows)
+                row(shape, dtype, test, k, l, rows, PEAK_FRACTIONS.get((model, test)))
             if a.batches:
                 k, l = alternate(a.rounds, lambda: kvforge_batched(a.kvforge, model, a),
                                  lambda: llamacpp_batched(a.peer, model, a))

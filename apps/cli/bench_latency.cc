@@ -379,7 +379,9 @@ int LatencyMain(const Args& args) {
     const double sd =
         tests[i].tps.size() > 1 ? std::sqrt(var / static_cast<double>(tests[i].tps.size() - 1)) : 0;
     // pp: matmul GFLOP/s = GFLOP per run x runs per second, and its fraction of the FMA peak.
-    const double matmul_rate = tests[i].matmul_gflops * mean / static_cast<double>(n_prompt);
+    const bool pp = tests[i].name[0] == 'p';  // only pp tests count their matmul FLOPs
+    const double matmul_rate =
+        pp ? tests[i].matmul_gflops * mean / static_cast<double>(n_prompt) : 0.0;
     const double peak_fraction = peak > 0 ? matmul_rate / peak : 0;
     out += base::StrFormat(
         "%s{\"name\":\"%s\",\"depth\":%lld,\"tokens_per_s\":%.3f,\"stddev\":%.3f,"

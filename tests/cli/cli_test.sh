@@ -235,13 +235,14 @@ check "bench latency compare needs sparse" 2 "$KVF" bench latency --n-prompt 0 -
 check "bench latency compare no pp" 2 "$KVF" bench latency --n-gen 4 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 64 --compare-kv-policy
 check "bench latency compare random fill" 0 "$KVF" bench latency --n-prompt 0 --n-gen 2 --depth 128 --repetitions 1 --no-bandwidth --kv-policy quest --kv-budget 48 --compare-kv-policy --also-kv-policy nsa --fill random
 contains "bench latency compare two policies" "$TMP/out" "nsa / dense ="
-check "bench latency pp peak" 0 "$KVF" bench latency --n-prompt 64 --n-gen 0 --repetitions 1 --no-bandwidth --json
+check "bench latency pp peak" 0 "$KVF" bench latency --n-prompt 64 --n-gen 4 --repetitions 1 --no-bandwidth --json
 python3 - "$TMP/out" <<'PY' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: bench latency pp fraction of the FMA peak"; }
 import json, sys
 r = json.load(open(sys.argv[1]))
 t = r["tests"][0]
 assert r["fma_peak_gflop_per_s"] > 0 and t["matmul_gflop_per_s"] > 0, r
 assert 0 < t["peak_fraction"] <= 1, t
+assert r["tests"][1]["name"] == "tg4" and r["tests"][1]["peak_fraction"] == 0, r
 PY
 check "bench latency no peak" 0 "$KVF" bench latency --n-prompt 16 --n-gen 0 --repetitions 1 --no-bandwidth --no-peak
 check "bench latency bad fill" 2 "$KVF" bench latency --n-prompt 0 --n-gen 2 --repetitions 1 --fill zeros

@@ -210,13 +210,15 @@ template <WType W, int NT>
 inline void DotQ32Tile(const uint8_t* row, const uint8_t* const* xs, int64_t nb, float* out) {
   using T = Q32Traits<W>;
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[NT];
+  // Two accumulators per token, for even and odd blocks: a block is ~10 instructions, so with
+  // one chain the FMA latency, not the weight bytes, bounded decode (one token).
+  __m256 even[NT], odd[NT];
   float min_acc[NT];
   for (int t = 0; t < NT; ++t) {
-    acc[t] = _mm256_setzero_ps();
+    even[t] = odd[t] = _mm256_setzero_ps();
     min_acc[t] = 0;
   }
-  for (int64_t b = 0; b < nb; ++b) {
+  auto block = [&](int64_t b, __m256* acc) {
     const uint8_t* wb = row + b * T::kW;
     const float wd = LoadHalf(wb);
     const __m256i qw = LoadQ32<W>(wb);
@@ -245,8 +247,14 @@ inline void DotQ32Tile(const uint8_t* row, const uint8_t* const* xs, int64_t nb,
         acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(wd * xd), _mm256_cvtepi32_ps(dot), acc[t]);
       }
     }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    block(b, even);
+    block(b + 1, odd);
   }
-  for (int t = 0; t < NT; ++t) out[t] = HSum(acc[t]) + min_acc[t];
+  if (b < nb) block(b, even);
+  for (int t = 0; t < NT; ++t) out[t] = HSum(_mm256_add_ps(even[t], odd[t])) + min_acc[t];
 }
 
 // q4_k / q5_k: 8 sub-blocks of 32 unsigned codes with 6-bit scales and mins. Per token and

@@ -7,8 +7,30 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace kvforge::kernels::internal {
+
+// Expands 32 bits to 32 bytes: byte i is 0x10 when bit i is set (the 5th bit of q5 codes).
+static inline __m256i HighBitBytes(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Low nibbles of 16 packed bytes are codes 0..15, high nibbles codes 16..31.
+static inline __m256i Nibbles32(const uint8_t* qs) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i bytes =
+      _mm256_insertf128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
+  return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
+}
 
 static inline float HSum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v);

@@ -327,7 +327,7 @@ int LatencyMain(const Args& args) {
   struct Test {
     std::string name;
     std::vector<double> tps;
-    double matmul_gflops = 0;  // GFLOP of matmuls per run (pp tests)
+    double matmul_gflop_per_token = 0;  // pp tests: GFLOP of matmuls per prompt token
   };
   std::vector<Test> tests;
   Status st;
@@ -344,7 +344,8 @@ int LatencyMain(const Args& args) {
       if (st.ok()) st = forward(depth, n_prompt);
       t.tps.push_back(static_cast<double>(n_prompt) /
                       std::chrono::duration<double>(Clock::now() - t0).count());
-      t.matmul_gflops = static_cast<double>(ws.matmul_flops - flops0) / 1e9;
+      t.matmul_gflop_per_token =
+          static_cast<double>(ws.matmul_flops - flops0) / 1e9 / static_cast<double>(n_prompt);
     }
     tests.push_back(t);
   }
@@ -378,10 +379,8 @@ int LatencyMain(const Args& args) {
     for (double v : tests[i].tps) var += (v - mean) * (v - mean);
     const double sd =
         tests[i].tps.size() > 1 ? std::sqrt(var / static_cast<double>(tests[i].tps.size() - 1)) : 0;
-    // pp: matmul GFLOP/s = GFLOP per run x runs per second, and its fraction of the FMA peak.
-    const bool pp = tests[i].name[0] == 'p';  // only pp tests count their matmul FLOPs
-    const double matmul_rate =
-        pp ? tests[i].matmul_gflops * mean / static_cast<double>(n_prompt) : 0.0;
+    // pp: matmul GFLOP/s (0 for tg) and its fraction of the FMA peak.
+    const double matmul_rate = tests[i].matmul_gflop_per_token * mean;
     const double peak_fraction = peak > 0 ? matmul_rate / peak : 0;
     out += base::StrFormat(
         "%s{\"name\":\"%s\",\"depth\":%lld,\"tokens_per_s\":%.3f,\"stddev\":%.3f,"

@@ -14,12 +14,6 @@
 namespace kvforge::kernels::internal {
 namespace {
 
-inline __m256 LoadKv8(const uint8_t* row, int64_t d, bool is_f16) {
-  if (is_f16)
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d)));
-  return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
-}
-
 // o[0 .. 8*NREG) = sum_p w[p] * V[p][d0 ..]: the output chunk lives in registers across all
 // positions (walked block by block, no per-position division), each V row chunk is read once.
 template <int NREG>
@@ -93,7 +87,7 @@ inline bool PlainFloat(const KvPageView& v) {
 void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
   if (!PlainFloat(a.k) || !PlainFloat(a.v))
     return AttentionQuantAvx2(a, kvh_begin, kvh_end, scratch);
-  if (PrefillAttentionApplies(a)) return AttentionPrefillAvx2(a, kvh_begin, kvh_end);
+  if (PrefillAttentionFits(a)) return AttentionPrefillAvx2(a, kvh_begin, kvh_end);
   const bool k_f16 = a.k.dtype == kvquant::KvDtype::kF16;
   const bool v_f16 = a.v.dtype == kvquant::KvDtype::kF16;
   const int32_t group = a.n_head / a.n_kv_head;

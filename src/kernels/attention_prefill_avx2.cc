@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/avx2_util.h"
 #include "kernels/kernels.h"
@@ -23,22 +22,6 @@
 
 namespace kvforge::kernels::internal {
 namespace {
-
-// 8 values of a K/V row at d, as floats.
-inline __m256 Load8(const uint8_t* row, int64_t d, bool f16) {
-  if (f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d)));
-  return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
-}
-
-// 32-byte aligned float buffers one thread reuses across calls.
-struct AlignedFloats {
-  std::vector<float> storage;
-  float* Get(size_t n) {
-    if (storage.size() < n + 8) storage.resize(n + 8);
-    auto p = reinterpret_cast<uintptr_t>(storage.data());
-    return reinterpret_cast<float*>((p + 31) & ~uintptr_t{31});
-  }
-};
 
 // K panel [ceil(n / 16)][hd][16]: slot p's head kvh at column p % 16 of micro-panel p / 16;
 // columns past n are zeros.
@@ -53,7 +36,7 @@ void PackKeys(const KvPageView& k, int32_t kvh, int64_t n, int64_t hd, float* kp
         __m256 r[8];
         for (int j = 0; j < 8; ++j) {
           const int64_t p = p0 + 8 * half + j;
-          r[j] = p < n ? Load8(k.Token(p) + off, d, f16) : _mm256_setzero_ps();
+          r[j] = p < n ? LoadKv8(k.Token(p) + off, d, f16) : _mm256_setzero_ps();
         }
         Transpose8x8To(r, panel + d * kNR + 8 * half);
       }
@@ -68,8 +51,8 @@ void PackValues(const KvPageView& v, int32_t kvh, int64_t n, int64_t vd, float* 
     const uint8_t* row = v.Token(p) + off;
     for (int64_t c = 0; c < vd / kNR; ++c) {
       float* dst = vp + (c * n + p) * kNR;
-      _mm256_store_ps(dst, Load8(row, kNR * c, f16));
-      _mm256_store_ps(dst + 8, Load8(row, kNR * c + 8, f16));
+      _mm256_store_ps(dst, LoadKv8(row, kNR * c, f16));
+      _mm256_store_ps(dst + 8, LoadKv8(row, kNR * c + 8, f16));
     }
   }
 }
@@ -86,13 +69,8 @@ void QueryWeights(const AttentionArgs& a, int64_t i, float* s, int64_t n_own, in
 
 }  // namespace
 
-bool PrefillAttentionApplies(const AttentionArgs& a) {
-  auto plain = [](const KvPageView& v) {
-    return (v.dtype == kvquant::KvDtype::kF32 || v.dtype == kvquant::KvDtype::kF16) &&
-           v.recent == nullptr && v.row_tokens == 1;
-  };
-  return a.n_q >= kPrefillAttentionMinQueries && plain(a.k) && plain(a.v) &&
-         a.head_dim % kNR == 0 && a.VDim() % kNR == 0;
+bool PrefillAttentionFits(const AttentionArgs& a) {
+  return a.n_q >= kPrefillAttentionMinQueries && a.head_dim % kNR == 0 && a.VDim() % kNR == 0;
 }
 
 void AttentionPrefillAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end) {

@@ -32,6 +32,78 @@ static inline __m256i Nibbles32(const uint8_t* qs) {
   return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
 }
 
+// An f16 scalar (unaligned).
+static inline float LoadHalf(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// 8 values at d of an f32 or f16 row (K/V rows), as floats.
+static inline __m256 LoadKv8(const uint8_t* row, int64_t d, bool is_f16) {
+  if (is_f16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d)));
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
+}
+
+// q4_k / q5_k: the 6-bit scales and mins of a super-block's 8 sub-blocks from its 12 packed bytes
+// (tensor::UnpackScaleMinK4's layout), 4 per word: byte j % 4 of sc[j / 4] / mn[j / 4] is
+// sub-block j's. Scales/mins 0-3 are the low 6 bits of words 0 and 1; 4-7 take their low 4 bits
+// from the nibbles of word 2 and their top 2 bits from the top bits of words 0 / 1.
+struct ScaleMinK4 {
+  uint32_t sc[2], mn[2];
+};
+static inline ScaleMinK4 UnpackScaleMinK4Words(const uint8_t* packed) {
+  uint32_t w[3];
+  std::memcpy(w, packed, 12);
+  return {{w[0] & 0x3F3F3F3F, (w[2] & 0x0F0F0F0F) | ((w[0] >> 2) & 0x30303030)},
+          {w[1] & 0x3F3F3F3F, ((w[2] >> 4) & 0x0F0F0F0F) | ((w[1] >> 2) & 0x30303030)}};
+}
+
+// q4_k / q5_k super-block wb: the 32 unsigned codes of sub-block j as bytes, into q[8].
+template <bool kQ5>
+static inline void Q45KCodes(const uint8_t* wb, __m256i q[8]) {
+  constexpr int kQsOffset = kQ5 ? 48 : 16;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int g = 0; g < 4; ++g) {
+    const __m256i raw =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQsOffset + 32 * g));
+    q[2 * g] = _mm256_and_si256(raw, low4);
+    q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+  }
+  if constexpr (kQ5) {
+    // Bit j of qh[i] is the 5th bit of value i of sub-block j: shift it to bit 0 of each byte
+    // (16-bit shifts; the mask drops what crosses bytes), then up to bit 4.
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 16));
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    for (int j = 0; j < 8; ++j)
+      q[j] = _mm256_or_si256(
+          q[j], _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4), bit4));
+  }
+}
+
+// q6_k super-block wb: its 256 unsigned 6-bit codes (value code - 32) as 8 chunks of 32 bytes,
+// chunk c = values 32c .. 32c + 31 (groups 2c and 2c + 1 of 16, in the low and high lanes).
+static inline void Q6KCodes(const uint8_t* wb, __m256i q[8]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i hi2 = _mm256_set1_epi8(0x30);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i la = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h));
+    const __m256i lb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 128 + 32 * h));
+    // High bits 2k..2k+1 of qh moved to bits 4..5 (16-bit shifts; the mask keeps each byte's
+    // own bits).
+    q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(la, low4),
+                                   _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2));
+    q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(lb, low4),
+                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2));
+    q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), low4),
+                                   _mm256_and_si256(qh, hi2));
+    q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), low4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2));
+  }
+}
+
 static inline float HSum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v);
   __m128 hi = _mm256_extractf128_ps(v, 1);

@@ -8,19 +8,17 @@
 //   [kNC/16][kc][16] (quantized formats dequantized here, so the cost is shared by every token),
 //   then for each block of kMC tokens, each 16-row micro-panel (16 KiB, stays in L1) and each 6
 //   tokens: the 6x16 register tile, 12 ymm accumulators fed by two panel loads and six broadcasts
-//   of x per depth step (12 FMAs to 8 loads: FMA-bound).
+//   of x per depth step. On the dev machine that tile, like every AVX2 tile tried, stops at ~114
+//   GFLOP/s per core, below the FMA peak (ADR 0011).
 // Working set: the panel (128 KiB) and one token block of x (72 KiB) in L2.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 
 #include "kernels/avx2_util.h"
 #include "kernels/kernels_common.h"
 #include "kernels/register_tile_avx2.h"
-#include "tensor/dequant.h"
-#include "tensor/dtype.h"
 
 namespace kvforge::kernels::internal {
 namespace {
@@ -28,12 +26,6 @@ namespace {
 constexpr int64_t kKC = 256;  // depth per panel: a multiple of every weight block size
 constexpr int64_t kNC = 128;  // weight rows per panel: kNC * kKC * 4 B = 128 KiB
 constexpr int64_t kMC = 72;   // tokens per block of x (multiple of kMR): 72 * kKC * 4 B = 72 KiB
-
-inline float LoadHalf(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
 
 // ---- Row segments to floats ----------------------------------------------------------------
 
@@ -81,68 +73,31 @@ inline void DequantBlock32(const uint8_t* blk, float* out) {
 // q4_k / q5_k super-block (256 values) -> out[256]: sub-block j is d * sc_j * q - dmin * mn_j.
 template <WType W>
 inline void DequantSuperQ45K(const uint8_t* wb, float* out) {
-  constexpr bool kQ5 = W == WType::kQ5_K;
-  constexpr int kQsOffset = kQ5 ? 48 : 16;
   const float d = LoadHalf(wb), dmin = LoadHalf(wb + 2);
-  // The 12 packed scale bytes as in the dot kernel (tensor::UnpackScaleMinK4's layout).
-  uint32_t w[3];
-  std::memcpy(w, wb + 4, 12);
-  const uint32_t sc[2] = {w[0] & 0x3F3F3F3F, (w[2] & 0x0F0F0F0F) | ((w[0] >> 2) & 0x30303030)};
-  const uint32_t mn[2] = {w[1] & 0x3F3F3F3F,
-                          ((w[2] >> 4) & 0x0F0F0F0F) | ((w[1] >> 2) & 0x30303030)};
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i qh =
-      kQ5 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 16)) : _mm256_setzero_si256();
-  for (int g = 0; g < 4; ++g) {
-    const __m256i raw =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQsOffset + 32 * g));
-    for (int h = 0; h < 2; ++h) {
-      const int j = 2 * g + h;
-      __m256i q = _mm256_and_si256(h == 0 ? raw : _mm256_srli_epi16(raw, 4), low4);
-      if constexpr (kQ5) {
-        const __m256i hb = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4),
-                                            _mm256_set1_epi8(0x10));
-        q = _mm256_or_si256(q, hb);
-      }
-      const float scale = d * static_cast<float>((sc[j / 4] >> (8 * (j % 4))) & 0xFF);
-      const float min = dmin * static_cast<float>((mn[j / 4] >> (8 * (j % 4))) & 0xFF);
-      Store32<false>(q, _mm256_set1_ps(scale), _mm256_set1_ps(-min), out + 32 * j);
-    }
+  const ScaleMinK4 k4 = UnpackScaleMinK4Words(wb + 4);
+  __m256i q[8];
+  Q45KCodes<W == WType::kQ5_K>(wb, q);
+  for (int j = 0; j < 8; ++j) {
+    const float scale = d * static_cast<float>((k4.sc[j / 4] >> (8 * (j % 4))) & 0xFF);
+    const float min = dmin * static_cast<float>((k4.mn[j / 4] >> (8 * (j % 4))) & 0xFF);
+    Store32<false>(q[j], _mm256_set1_ps(scale), _mm256_set1_ps(-min), out + 32 * j);
   }
 }
 
 // q6_k super-block -> out[256]: value i is d * scales[i / 16] * (code_i - 32).
 inline void DequantSuperQ6K(const uint8_t* wb, float* out) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i hi2 = _mm256_set1_epi8(0x30);
   const float d = LoadHalf(wb + 208);
   const auto* scales = reinterpret_cast<const int8_t*>(wb + 192);
-  for (int h = 0; h < 2; ++h) {
-    const __m256i la = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h));
-    const __m256i lb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h + 32));
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 128 + 32 * h));
-    // Chunk c = 4h + k holds values 32c .. 32c + 31 (the dot kernel's layout).
-    const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(la, low4),
-                        _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2)),
-        _mm256_or_si256(_mm256_and_si256(lb, low4),
-                        _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), low4),
-                        _mm256_and_si256(qh, hi2)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), low4),
-                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2)),
-    };
-    for (int k = 0; k < 4; ++k) {
-      const int c = 4 * h + k;
-      for (int half = 0; half < 2; ++half) {
-        const float s = d * static_cast<float>(scales[2 * c + half]);
-        const __m128i codes =
-            half == 0 ? _mm256_castsi256_si128(q[k]) : _mm256_extracti128_si256(q[k], 1);
-        Store16<false>(codes, _mm256_set1_ps(s), _mm256_set1_ps(-32.0f * s),
-                       out + 32 * c + 16 * half);
-      }
+  __m256i q[8];
+  Q6KCodes(wb, q);
+  for (int c = 0; c < 8; ++c)
+    for (int half = 0; half < 2; ++half) {
+      const float s = d * static_cast<float>(scales[2 * c + half]);
+      const __m128i codes =
+          half == 0 ? _mm256_castsi256_si128(q[c]) : _mm256_extracti128_si256(q[c], 1);
+      Store16<false>(codes, _mm256_set1_ps(s), _mm256_set1_ps(-32.0f * s),
+                     out + 32 * c + 16 * half);
     }
-  }
 }
 
 // Values [pc, pc + kc) of one quantized weight row as floats into out[kc]. pc is a multiple of
@@ -199,23 +154,13 @@ void PackPanel(const uint8_t* w, size_t row_bytes, int64_t pc, int64_t kc, int64
   }
 }
 
-// Buffers one thread reuses across calls: a panel [kNC][kKC] and the packing scratch [16][kKC],
-// both 32-byte aligned.
-struct GemmBuffers {
-  std::unique_ptr<float[]> storage{new float[kNC * kKC + kNR * kKC + 8]};
-  float* panel() {
-    auto p = reinterpret_cast<uintptr_t>(storage.get());
-    return reinterpret_cast<float*>((p + 31) & ~uintptr_t{31});
-  }
-  float* scratch() { return panel() + kNC * kKC; }
-};
-
 template <WType W>
 void PackedGemm(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
                 int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
-  thread_local GemmBuffers buffers;
-  float* panel = buffers.panel();
-  float* scratch = buffers.scratch();
+  // The panel [kNC][kKC] and the packing scratch [16][kKC], reused across calls.
+  thread_local AlignedFloats buffer;
+  float* panel = buffer.Get(static_cast<size_t>((kNC + kNR) * kKC));
+  float* scratch = panel + kNC * kKC;
   const size_t x_row = static_cast<size_t>(cols) * 4;
   for (int64_t jc = r0; jc < r1; jc += kNC) {
     const int64_t nc = std::min(kNC, r1 - jc);

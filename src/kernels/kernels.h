@@ -56,8 +56,9 @@ enum class WType : uint32_t {
 // kDequantGemmMinTokens tokens in one call, every quantized format runs a cache-blocked GEMM on
 // float activations (kernels/gemm_avx2.cc): weight panels are dequantized once into f32 and
 // shared by every token, and the inner loop is a 6x16 FMA register tile. One thread, 512 tokens,
-// 2048 x 768 (bench/kernels_bench.cc BM_Gemm, dev machine): q8_0 and q4_k ~108-110 GFLOP/s,
-// against ~100 for the row-panel dequantize-then-dot scheme it replaced. ActFormatFor(w, n_tok)
+// three shapes (bench/kernels_bench.cc BM_Gemm, dev machine, two runs): q8_0 101-110 and q4_k
+// 101-110 GFLOP/s, against 86-106 and 85-105 for the row-panel dequantize-then-dot scheme it
+// replaced. ActFormatFor(w, n_tok)
 // says which activation format a call with n_tok tokens expects.
 enum class ActFormat { kF32, kQ8_0, kQ8_1, kQ8_K };
 inline constexpr int64_t kDequantGemmMinTokens = 32;

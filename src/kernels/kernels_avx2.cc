@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "kernels/avx2_util.h"
 #include "kernels/kernels.h"
@@ -131,12 +130,6 @@ inline void DotFloatTile3x4(const uint8_t* r0, size_t row_bytes, const float* co
 
 // ---- Quantized weights -------------------------------------------------------------------------
 
-inline float LoadHalf(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
 // Formats with 32-value blocks: weight block bytes, activation block bytes, and whether the
 // codes are unsigned with a per-block minimum (q4_1 / q5_1, activations with sums).
 template <WType W>
@@ -242,49 +235,25 @@ template <WType W, int NT>
 inline void DotQ45KTile(const uint8_t* row, const uint8_t* const* xs, int64_t nsb, float* out) {
   constexpr bool kQ5 = W == WType::kQ5_K;
   constexpr int kWBlock = kQ5 ? 176 : 144;
-  constexpr int kQsOffset = kQ5 ? 48 : 16;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* wb = row + sb * kWBlock;
     const float d = LoadHalf(wb), dmin = LoadHalf(wb + 2);
-    // The 12 packed bytes as 3 words (see tensor::UnpackScaleMinK4): scales 0-3 and mins 0-3
-    // are the low 6 bits of words 0 and 1; scales/mins 4-7 take their low 4 bits from the
-    // nibbles of word 2 and their top 2 bits from the top bits of words 0 / 1.
-    uint32_t w[3];
-    std::memcpy(w, wb + 4, 12);
-    const uint32_t sc_lo = w[0] & 0x3F3F3F3F;
-    const uint32_t sc_hi = (w[2] & 0x0F0F0F0F) | ((w[0] >> 2) & 0x30303030);
-    const uint32_t mn_lo = w[1] & 0x3F3F3F3F;
-    const uint32_t mn_hi = ((w[2] >> 4) & 0x0F0F0F0F) | ((w[1] >> 2) & 0x30303030);
+    const ScaleMinK4 k4 = UnpackScaleMinK4Words(wb + 4);
     // Mins as int16, each twice, to madd against the activation's 16-value sums.
-    const __m128i mn8 = _mm_setr_epi32(static_cast<int>(mn_lo), static_cast<int>(mn_hi), 0, 0);
+    const __m128i mn8 =
+        _mm_setr_epi32(static_cast<int>(k4.mn[0]), static_cast<int>(k4.mn[1]), 0, 0);
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
     // Scales as int16 in both lanes; sub-block j's is broadcast by a byte shuffle.
-    const __m256i sc16 = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), 0, 0)));
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(
+        _mm_setr_epi32(static_cast<int>(k4.sc[0]), static_cast<int>(k4.sc[1]), 0, 0)));
     __m256i scale[8];
     for (int j = 0; j < 8; ++j)
       scale[j] =
           _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
     __m256i q[8];
-    for (int g = 0; g < 4; ++g) {
-      const __m256i raw =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQsOffset + 32 * g));
-      q[2 * g] = _mm256_and_si256(raw, low4);
-      q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-    }
-    if constexpr (kQ5) {
-      // Bit j of qh[i] is the 5th bit of value i of sub-block j: shift it to bit 0 of each
-      // byte (16-bit shifts; the mask drops what crosses bytes), then up to bit 4.
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 16));
-      const __m256i bit4 = _mm256_set1_epi8(0x10);
-      for (int j = 0; j < 8; ++j) {
-        const __m256i hb = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4), bit4);
-        q[j] = _mm256_or_si256(q[j], hb);
-      }
-    }
+    Q45KCodes<kQ5>(wb, q);
     for (int t = 0; t < NT; ++t) {
       const uint8_t* xb = xs[t] + sb * 292;
       float xd;
@@ -309,8 +278,6 @@ inline void DotQ45KTile(const uint8_t* row, const uint8_t* const* xs, int64_t ns
 // activation's 16-value sums. maddubs cannot saturate: 2 * 63 * 127 < 32767.
 template <int NT>
 inline void DotQ6KTile(const uint8_t* row, const uint8_t* const* xs, int64_t nsb, float* out) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i hi2 = _mm256_set1_epi8(0x30);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -319,21 +286,7 @@ inline void DotQ6KTile(const uint8_t* row, const uint8_t* const* xs, int64_t nsb
     const int8_t* scales = reinterpret_cast<const int8_t*>(wb + 192);
     // Chunk c (32 values) covers groups 2c (low 128-bit lane) and 2c+1 (high lane).
     __m256i q[8], sc[8];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i la = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h));
-      const __m256i lb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 128 + 32 * h));
-      // High bits 2k..2k+1 of qh moved to bits 4..5 (16-bit shifts; the mask keeps each
-      // byte's own bits).
-      q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(la, low4),
-                                     _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2));
-      q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(lb, low4),
-                                     _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2));
-      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), low4),
-                                     _mm256_and_si256(qh, hi2));
-      q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), low4),
-                                     _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2));
-    }
+    Q6KCodes(wb, q);
     for (int c = 0; c < 8; ++c)
       sc[c] = _mm256_setr_m128i(_mm_set1_epi16(scales[2 * c]), _mm_set1_epi16(scales[2 * c + 1]));
     const __m256i sc_all =

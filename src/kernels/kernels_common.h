@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "base/fp16.h"
 #include "kernels/kernels.h"
@@ -77,12 +78,23 @@ void PackedGemmAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t c
                     const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
                     int64_t r1);
 
-// Prefill attention (attention_prefill_avx2.cc): chunks of at least this many queries over plain
-// f32/f16 K/V (no residual window) with head widths that are multiples of 16 run as register-tiled
-// GEMMs over f32 panels of each KV head; AttentionAvx2 hands them over.
+// Prefill attention (attention_prefill_avx2.cc), for plain f32/f16 K/V views (no residual
+// window; AttentionAvx2 checks that first): chunks of at least this many queries with head
+// widths that are multiples of 16 run as register-tiled GEMMs over f32 panels of each KV head.
 inline constexpr int64_t kPrefillAttentionMinQueries = 8;
-bool PrefillAttentionApplies(const AttentionArgs& a);
+bool PrefillAttentionFits(const AttentionArgs& a);
 void AttentionPrefillAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end);
+
+// A 32-byte aligned float buffer a thread reuses across calls (kernel scratch); grows, never
+// shrinks.
+struct AlignedFloats {
+  std::vector<float> storage;
+  float* Get(size_t n) {
+    if (storage.size() < n + 8) storage.resize(n + 8);
+    auto p = reinterpret_cast<uintptr_t>(storage.data());
+    return reinterpret_cast<float*>((p + 31) & ~uintptr_t{31});
+  }
+};
 
 extern const KernelTable kAvx2Table;
 // AVX2 attention for plain f32/f16 views; hands every other view to AttentionQuantAvx2

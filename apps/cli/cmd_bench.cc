@@ -34,7 +34,7 @@ struct ThroughputResult {
   bool prefix_caching = false;
   double prefix_hit_rate = 0;  // prompt tokens found in the prefix cache / prompt tokens asked
   int64_t prefix_evicted_blocks = 0;
-  int64_t steps = 0, prefix_deferrals = 0;
+  int64_t steps = 0, prefix_deferrals = 0, itl_limited_steps = 0;
   int64_t max_running = 0;  // most sequences in one step
   int64_t kv_evicted_tokens = 0;
   // KV offload (all zero without tiers): prompt tokens loaded from a tier instead of computed,
@@ -86,7 +86,8 @@ struct ThroughputResult {
         "\"ttft_ms\":%s,\"itl_ms\":%s,\"e2e_ms\":%s,\"preemptions\":%lld,\"kv_utilization\":%.4f,"
         "\"prefix_cache\":\"%s\",\"prefix_hit_rate\":%.4f,\"cached_tokens\":%lld,"
         "\"prefix_evicted_blocks\":%lld,\"steps\":%lld,\"prefix_deferrals\":%lld,"
-        "\"max_running\":%lld,\"kv_evicted_tokens\":%lld,\"kv_offload_loaded_tokens\":%lld,"
+        "\"itl_limited_steps\":%lld,\"max_running\":%lld,\"kv_evicted_tokens\":%lld,\"kv_offload_"
+        "loaded_tokens\":%lld,"
         "\"kv_offload_rejected_chunks\":%lld,\"kv_offload_dropped_writes\":%lld,"
         "\"kv_tiers\":%s}",
         (long long)requests, duration_s, requests / duration_s, output_tokens / duration_s,
@@ -94,18 +95,28 @@ struct ThroughputResult {
         (long long)output_tokens, ttft.ToJson().c_str(), itl.ToJson().c_str(), e2e.ToJson().c_str(),
         (long long)preemptions, kv_utilization, prefix_caching ? "on" : "off", prefix_hit_rate,
         (long long)cached_tokens, (long long)prefix_evicted_blocks, (long long)steps,
-        (long long)prefix_deferrals, (long long)max_running, (long long)kv_evicted_tokens,
-        (long long)offload_loaded_tokens, (long long)offload_rejected_chunks,
-        (long long)offload_dropped_writes, TiersJson().c_str());
+        (long long)prefix_deferrals, (long long)itl_limited_steps, (long long)max_running,
+        (long long)kv_evicted_tokens, (long long)offload_loaded_tokens,
+        (long long)offload_rejected_chunks, (long long)offload_dropped_writes, TiersJson().c_str());
   }
 };
+
+// How a run splits prompts across steps (--compare-chunking); kConfig keeps the flags' setting.
+enum class Chunking { kConfig, kOff, kTokenBudget, kDecodePriority };
 
 struct RunSpec {
   std::string label;     // printed / JSON key
   std::string batching;  // static | continuous
   std::string prefix;    // off | hash | radix
   bool full_kv = false;  // ignore the configured KV policy (the baseline of --compare-kv-policy)
+  Chunking chunking = Chunking::kConfig;
 };
+
+void ApplyChunking(Chunking c, double itl_target_ms, EngineConfig* cfg) {
+  if (c == Chunking::kConfig) return;
+  cfg->chunked_prefill = c != Chunking::kOff;
+  cfg->max_itl_ms = c == Chunking::kDecodePriority ? itl_target_ms : 0;
+}
 
 Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSpec& spec,
                                        const Workload& w, bool progress) {
@@ -115,6 +126,7 @@ Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSp
   if (cfg.enable_prefix_caching)
     KVF_RETURN_IF_ERROR(SetConfigField(&cfg, "prefix_cache_mode", spec.prefix));
   if (spec.full_kv) cfg.kv_policy = KvPolicy{};
+  ApplyChunking(spec.chunking, base_cfg.max_itl_ms, &cfg);
   LLM llm(cfg);
   if (!llm.ok()) return llm.status();
   // One request per turn, each with its own output length, submitted through the core directly;
@@ -192,6 +204,7 @@ Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSp
   r.prefix_evicted_blocks = st.prefix_cache_evicted_blocks;
   r.steps = st.steps;
   r.prefix_deferrals = st.prefix_deferrals;
+  r.itl_limited_steps = st.itl_limited_steps;
   r.offload_loaded_tokens = st.kv_offload_loaded_tokens;
   r.offload_rejected_chunks = st.kv_offload_rejected_chunks;
   r.offload_dropped_writes = st.kv_offload_dropped_writes;
@@ -199,13 +212,64 @@ Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSp
   return r;
 }
 
+// --compare-chunking: runs are {unchunked, chunked, decode-priority} twice, mirrored; each mode
+// is summarized by the mean of its two runs, and compared with the token-budget chunking of today.
+void PrintChunkingComparison(const std::vector<ThroughputResult>& runs, double max_itl_ms,
+                             bool json) {
+  struct Summary {
+    std::string mode;
+    double tps = 0, ttft_mean = 0, ttft_p90 = 0, itl_p50 = 0, itl_p90 = 0, itl_p99 = 0;
+    int64_t itl_limited_steps = 0;
+  };
+  std::vector<Summary> modes;
+  for (size_t i = 0; i < 3; ++i) {
+    const ThroughputResult& a = runs[i];
+    const ThroughputResult& b = runs[5 - i];
+    modes.push_back({a.mode, (a.output_tps() + b.output_tps()) / 2, (a.ttft.mean + b.ttft.mean) / 2,
+                     (a.ttft.p90 + b.ttft.p90) / 2, (a.itl.p50 + b.itl.p50) / 2,
+                     (a.itl.p90 + b.itl.p90) / 2, (a.itl.p99 + b.itl.p99) / 2,
+                     a.itl_limited_steps + b.itl_limited_steps});
+  }
+  const Summary& base = modes[1];  // chunked by the token budget alone: today's default
+  if (json) {
+    std::string out = StrFormat("{\"max_itl_ms\":%g,\"runs\":[", max_itl_ms);
+    for (size_t i = 0; i < runs.size(); ++i)
+      out += StrFormat("%s{\"mode\":\"%s\",\"result\":%s}", i ? "," : "", runs[i].mode.c_str(),
+                       runs[i].ToJson().c_str());
+    out += "],\"modes\":{";
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const Summary& m = modes[i];
+      out += StrFormat(
+          "%s\"%s\":{\"output_tokens_per_s\":%.2f,\"ttft_mean_ms\":%.1f,\"ttft_p90_ms\":%.1f,"
+          "\"itl_p50_ms\":%.2f,\"itl_p90_ms\":%.2f,\"itl_p99_ms\":%.2f,\"itl_limited_steps\":%lld,"
+          "\"ratio_output_tokens_per_s\":%.3f,\"ratio_itl_p99\":%.3f}",
+          i ? "," : "", m.mode.c_str(), m.tps, m.ttft_mean, m.ttft_p90, m.itl_p50, m.itl_p90,
+          m.itl_p99, (long long)m.itl_limited_steps, m.tps / base.tps, m.itl_p99 / base.itl_p99);
+    }
+    std::printf("%s}}\n", out.c_str());
+    return;
+  }
+  for (const ThroughputResult& r : runs)
+    std::printf("%-16s %.1f output tok/s; TTFT mean %.0f ms; ITL p50/p90/p99 %.1f/%.1f/%.1f ms\n",
+                r.mode.c_str(), r.output_tps(), r.ttft.mean, r.itl.p50, r.itl.p90, r.itl.p99);
+  std::printf("mean of two runs (decode-priority target %g ms):\n", max_itl_ms);
+  for (const Summary& m : modes)
+    std::printf(
+        "%-16s %.1f output tok/s (%.2fx chunked); TTFT mean %.0f ms, p90 %.0f ms; ITL "
+        "p50/p90/p99 %.1f/%.1f/%.1f ms (p99 %.2fx chunked); %lld steps cut\n",
+        m.mode.c_str(), m.tps, m.tps / base.tps, m.ttft_mean, m.ttft_p90, m.itl_p50, m.itl_p90,
+        m.itl_p99, m.itl_p99 / base.itl_p99, (long long)m.itl_limited_steps);
+}
+
 int ThroughputMain(const Args& args) {
   std::string model, workload = "sharegpt", batching = "continuous", plot, kv_mem,
                      preempt = "recompute", prefix = "hash";
   int64_t num_prompts = 64, input_len = 128, output_len = 128, seed = 1, threads = 0,
           max_num_seqs = 64, max_batched = 2048, block_size = 16, max_len = 0, prefix_len = 400,
-          turns = 4, long_prefill = 0;
-  bool json = false, compare = false, no_progress = false, contiguous = false, compare_kv = false;
+          turns = 4, long_prefill = 0, min_prefill_chunk = EngineConfig{}.min_prefill_chunk;
+  double max_itl_ms = EngineConfig{}.max_itl_ms;
+  bool json = false, compare = false, no_progress = false, contiguous = false, compare_kv = false,
+       compare_chunking = false;
   KvFlags kv;
   FlagParser p(
       "bench throughput",
@@ -233,6 +297,14 @@ int ThroughputMain(const Args& args) {
   p.AddInt("max-num-batched-tokens", &max_batched, "tokens per step");
   p.AddInt("long-prefill-token-threshold", &long_prefill,
            "largest prefill chunk per step (0 = the token budget); bounds decode ITL");
+  p.AddFloat("max-itl-ms", &max_itl_ms,
+             "decode-priority chunking: cut a step's prefill so the step's predicted time stays "
+             "within this many ms while sequences decode (0 = off)");
+  p.AddInt("min-prefill-chunk", &min_prefill_chunk,
+           "decode-priority chunking: prefill tokens a step with decodes always carries");
+  p.AddBool("compare-chunking", &compare_chunking,
+            "run prefill unchunked, chunked by the token budget, and decode-priority chunked "
+            "(--max-itl-ms), alternated twice; print each mode's mean and the ratios");
   p.AddInt("block-size", &block_size, "KV block tokens");
   p.AddInt("max-model-len", &max_len, "context length (0 = model's, capped at 8192)");
   p.AddString("kv-cache-memory", &kv_mem,
@@ -252,8 +324,10 @@ int ThroughputMain(const Args& args) {
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (num_prompts <= 0 || input_len <= 0 || output_len <= 0 || threads < 0 || max_num_seqs <= 0 ||
       max_batched <= 0 || block_size <= 0 || max_len < 0 || prefix_len <= 0 || turns <= 0 ||
-      long_prefill < 0 || !IsWorkloadKind(workload) ||
-      (batching != "static" && batching != "continuous") ||
+      long_prefill < 0 || min_prefill_chunk < 1 || !(max_itl_ms >= 0) ||
+      !std::isfinite(max_itl_ms) ||
+      (compare_chunking && (compare || compare_kv || prefix == "all" || max_itl_ms <= 0)) ||
+      !IsWorkloadKind(workload) || (batching != "static" && batching != "continuous") ||
       (prefix != "off" && prefix != "hash" && prefix != "radix" && prefix != "all") ||
       (compare && prefix == "all")) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
@@ -272,6 +346,8 @@ int ThroughputMain(const Args& args) {
   cfg.max_num_seqs = max_num_seqs;
   cfg.max_num_batched_tokens = max_batched;
   cfg.long_prefill_token_threshold = long_prefill;
+  cfg.max_itl_ms = max_itl_ms;
+  cfg.min_prefill_chunk = min_prefill_chunk;
   cfg.block_size = static_cast<int32_t>(block_size);
   cfg.max_model_len = max_len;
   if (Status s = SetConfigField(&cfg, "preemption_mode", preempt); !s.ok())
@@ -322,6 +398,12 @@ int ThroughputMain(const Args& args) {
             {policy, batching, prefix, false},
             {"full", batching, prefix, true},
             {policy, batching, prefix, false}};
+  } else if (compare_chunking) {
+    // Alternated, the order mirrored in the second half: the machine's drift hits each mode alike.
+    const RunSpec off{"unchunked", batching, prefix, false, Chunking::kOff};
+    const RunSpec budget{"chunked", batching, prefix, false, Chunking::kTokenBudget};
+    const RunSpec dp{"decode-priority", batching, prefix, false, Chunking::kDecodePriority};
+    runs = {off, budget, dp, dp, budget, off};
   } else if (compare) {
     runs = {{"static", "static", prefix}, {"continuous", "continuous", prefix}};
   } else if (prefix == "all") {
@@ -337,6 +419,10 @@ int ThroughputMain(const Args& args) {
       return 1;
     }
     results.push_back(*r);
+  }
+  if (compare_chunking) {
+    PrintChunkingComparison(results, max_itl_ms, json);
+    return 0;
   }
   if (compare_kv) {
     // Per mode the faster of its two runs' throughput would flatter; use the mean of the two.

@@ -4,6 +4,7 @@
 // server then refuses new requests, aborts the running ones, stops accepting and exits 0.
 #include <pthread.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -33,12 +34,18 @@ std::string ModelId(const std::string& path) {
 
 }  // namespace
 
+// Decode-priority chunking's target for `kvforge serve`, chosen from measurement (ADR 0012).
+constexpr double kServeMaxItlMs = 100;
+
 int ServeMain(const Args& args) {
   std::string model, host = "127.0.0.1", api_key, preemption = "recompute", policy = "fcfs",
                      chat_template_file, served_name, prefix_cache = "hash";
   int64_t port = 8000, max_model_len = 0, max_num_seqs = 64, max_batched = 2048, block_size = 16,
           threads = 0;
-  int64_t max_queue = 128, http_threads = 0, long_prefill = 0;
+  int64_t max_queue = 128, http_threads = 0, long_prefill = 0,
+          min_prefill_chunk = EngineConfig{}.min_prefill_chunk;
+  // Serving is timing-dependent anyway; the library's default (0) keeps offline runs reproducible.
+  double max_itl_ms = kServeMaxItlMs;
   bool mlock = false, no_webui = false;
   uint64_t kv_mem = 0, max_body = 4u << 20;
   FlagParser p(
@@ -64,6 +71,11 @@ int ServeMain(const Args& args) {
   p.AddInt("block-size", &block_size, "KV block tokens");
   p.AddInt("long-prefill-token-threshold", &long_prefill,
            "largest prefill chunk per step (0: the token budget); bounds streaming ITL");
+  p.AddFloat("max-itl-ms", &max_itl_ms,
+             "decode-priority chunking: cut a step's prefill so the step's predicted time stays "
+             "within this many ms while sequences decode (0: off; docs/adr/0012)");
+  p.AddInt("min-prefill-chunk", &min_prefill_chunk,
+           "decode-priority chunking: prefill tokens a step with decodes always carries");
   p.AddInt("threads", &threads, "compute threads (0: one per core)");
   p.AddString("preemption", &preemption, "recompute | swap");
   p.AddAlias("preemption-mode", "preemption");
@@ -90,13 +102,13 @@ int ServeMain(const Args& args) {
   }
   if (max_num_seqs <= 0 || max_batched <= 0 || block_size <= 0 || threads < 0 ||
       max_model_len < 0 || max_queue < 0 || http_threads < 0 || http_threads > 4096 ||
-      long_prefill < 0 || max_body < 64) {
+      long_prefill < 0 || max_body < 64 || min_prefill_chunk < 1 || !(max_itl_ms >= 0) ||
+      !std::isfinite(max_itl_ms)) {
     std::fprintf(stderr,
                  "kvforge: --max-num-seqs, --max-num-batched-tokens and --block-size must be "
                  "positive; --threads, "
-                 "--max-model-len, --max-queue and --http-threads (at most 4096) not negative; "
-                 "--max-body-bytes at "
-                 "least 64\n");
+                 "--max-model-len, --max-queue, --http-threads (at most 4096) and --max-itl-ms not "
+                 "negative; --max-body-bytes at least 64; --min-prefill-chunk at least 1\n");
     return 2;
   }
   if (preemption != "recompute" && preemption != "swap") {
@@ -138,6 +150,8 @@ int ServeMain(const Args& args) {
     return BadFlagValue(s.WithContext("--scheduling-policy"));
   cfg.mlock = mlock;
   cfg.long_prefill_token_threshold = long_prefill;
+  cfg.max_itl_ms = max_itl_ms;
+  cfg.min_prefill_chunk = min_prefill_chunk;
   cfg.enable_prefix_caching = prefix_cache != "off";
   if (cfg.enable_prefix_caching)
     if (Status s = SetConfigField(&cfg, "prefix_cache_mode", prefix_cache); !s.ok())

@@ -78,6 +78,11 @@ struct EngineConfig {
   // Caps each prefill chunk (0: only the token budget caps it), so a long prompt joins the
   // running decodes in slices and their inter-token latency stays bounded.
   int64_t long_prefill_token_threshold = 0;
+  // Decode-priority chunking (docs/adr/0012): while sequences decode, a step's prefill is cut so
+  // that the step's time, predicted from the steps measured so far, stays within max_itl_ms; the
+  // prefill budget shrinks as the decodes grow. 0: off (only the token budget caps a step).
+  double max_itl_ms = 0;
+  int64_t min_prefill_chunk = 32;  // prefill tokens a step with decodes always carries
   BatchingMode batching = BatchingMode::kContinuous;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   uint64_t swap_space_bytes = 256ull << 20;  // host memory for swapped-out KV blocks

@@ -90,8 +90,9 @@ struct EngineStats {
   int64_t prefix_cache_hit_tokens = 0;
   int64_t prefix_cache_evicted_blocks = 0;
   int64_t prefix_cache_blocks = 0;
-  int64_t prefix_deferrals = 0;  // admissions held back for a prefix another request computes
-  int64_t kv_compactions = 0;    // KV eviction compactions applied
+  int64_t prefix_deferrals = 0;   // admissions held back for a prefix another request computes
+  int64_t itl_limited_steps = 0;  // steps whose prefill max_itl_ms cut
+  int64_t kv_compactions = 0;     // KV eviction compactions applied
   // KV offload tiers (docs/kv_cache.md#tiers; zeros and no tiers when off): prompt tokens whose KV
   // was loaded from a tier, chunks loaded, queued for writing, refused on load (corrupt, foreign)
   // and dropped for want of queue room; then each tier's own counters, fastest first.

@@ -112,6 +112,21 @@ ConfigField Fraction(const char* name, double EngineConfig::*m, const char* help
   return f;
 }
 
+ConfigField NonNegative(const char* name, double EngineConfig::*m, const char* help) {
+  ConfigField f{name, ConfigFieldKind::kFloat, help, {}, nullptr, nullptr};
+  f.set = [m, n = f.name](EngineConfig& c, std::string_view t) {
+    const std::string s(t);
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
+      return Bad(n, "a finite number >= 0", t);
+    c.*m = v;
+    return Status::Ok();
+  };
+  f.get = [m](const EngineConfig& c) { return StrFormat("%g", c.*m); };
+  return f;
+}
+
 ConfigField Text(const char* name, std::string EngineConfig::*m, const char* help) {
   ConfigField f{name, ConfigFieldKind::kString, help, {}, nullptr, nullptr};
   f.set = [m](EngineConfig& c, std::string_view t) {
@@ -273,6 +288,11 @@ std::vector<ConfigField> MakeFields() {
       Bool("chunked_prefill", &C::chunked_prefill, "split long prompts across steps"),
       Int("long_prefill_token_threshold", &C::long_prefill_token_threshold, 0,
           "largest prefill chunk per step (0: the token budget)"),
+      NonNegative("max_itl_ms", &C::max_itl_ms,
+                  "decode-priority chunking: cut a step's prefill so the step's predicted time "
+                  "stays within this many ms while sequences decode (0: off)"),
+      Int("min_prefill_chunk", &C::min_prefill_chunk, 1,
+          "decode-priority chunking: prefill tokens a step with decodes always carries"),
       Choice("batching", &C::batching, kBatching, "continuous, or static (a baseline)"),
       Choice("preemption_mode", &C::preemption_mode, kPreemption,
              "what preemption does with a sequence's KV"),

@@ -109,6 +109,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
   sc.max_num_seqs = c.max_num_seqs;
   sc.chunked_prefill = c.chunked_prefill;
   sc.long_prefill_token_threshold = c.long_prefill_token_threshold;
+  sc.max_itl_ms = c.max_itl_ms;
+  sc.min_prefill_chunk = c.min_prefill_chunk;
   sc.policy = c.scheduling_policy == SchedulingPolicy::kPriority ? sched::Policy::kPriority
                                                                  : sched::Policy::kFcfs;
   sc.preemption_mode = c.preemption_mode == PreemptionMode::kSwap
@@ -267,6 +269,7 @@ void EngineCore::AppendToken(Request& r, Seq& s, int32_t token, const float* raw
 }
 
 Status EngineCore::Step() {
+  const auto step_start = Clock::now();
   sched::StepPlan plan = sched_->Schedule();
   for (int64_t id : plan.preempted)
     if (auto it = requests_.find(id); it != requests_.end()) it->second->metrics.num_preemptions++;
@@ -396,6 +399,8 @@ Status EngineCore::Step() {
       peak_unshared_blocks_ = std::max(peak_unshared_blocks_, unshared);
     }
   }
+  // What the step cost, from planning to the last emitted token: decode-priority chunking's input.
+  sched_->ObserveStepCost(plan, Ms(Clock::now() - step_start));
   return Status::Ok();
 }
 
@@ -602,6 +607,7 @@ EngineStats EngineCore::Stats() const {
   s.num_swapped = ss.num_swapped;
   s.num_preemptions = ss.num_preemptions;
   s.prefix_deferrals = ss.num_prefix_deferrals;
+  s.itl_limited_steps = ss.num_itl_limited_steps;
   s.kv_compactions = kv_compactions_;
   s.kv_usage = cache_->Usage();
   s.kv_total_blocks = cache_->num_blocks();

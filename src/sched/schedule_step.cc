@@ -1,7 +1,8 @@
 // sched/schedule_step.cc — Scheduler::Schedule(): one step's batch. Passes, in order:
 //   0. promote requests that waited too long (aging);
 //   1. one decode token per ready sequence of every running request, best request first;
-//   2. the next prefill / recompute chunk of running requests, best first;
+//   2. the next prefill / recompute chunk of running requests, best first (with max_itl_ms, in
+//      the time the decodes of pass 1 leave under the target);
 //      (1 and 2 preempt the worst running request when a sequence cannot grow)
 //   3. swap-in of swapped requests, if nothing was preempted in this step;
 //   4. admission of waiting requests, if nothing was preempted and nothing is still swapped
@@ -35,6 +36,7 @@ StepPlan Scheduler::Impl::Schedule() {
   for (size_t i = 0; i < running.size();) {
     if (ScheduleSeqs(running[i], /*prefill=*/false, /*may_preempt=*/true, &b)) ++i;
   }
+  LimitPrefillForItl(&b);
   for (size_t i = 0; i < running.size();) {
     if (ScheduleSeqs(running[i], /*prefill=*/true, /*may_preempt=*/true, &b)) ++i;
   }
@@ -56,6 +58,7 @@ StepPlan Scheduler::Impl::Schedule() {
     plan.num_batched_tokens += c.num_tokens;
     inflight_seqs.push_back(c.seq);
   }
+  if (b.itl_cut) ++stats.num_itl_limited_steps;
   plan.preempted = std::move(b.preempted);
   plan.swapped_in = std::move(b.swapped_in);
   pending_step = step;
@@ -74,7 +77,14 @@ void Scheduler::Impl::PromoteStarved() {
   }
 }
 
-int64_t Scheduler::Impl::PrefillChunk(const SeqState& s, int64_t budget) const {
+void Scheduler::Impl::LimitPrefillForItl(PlanBuilder* b) const {
+  if (cfg.max_itl_ms <= 0 || !cfg.chunked_prefill || b->decode.empty() || !cost.ready()) return;
+  b->itl_limited = true;
+  // Planned against the step-time tail, not the mean: most steps must land within the target.
+  b->prefill_ms_left = cfg.max_itl_ms / cost.tail_factor() - cost.PredictMs(ShapeOf(b->decode));
+}
+
+int64_t Scheduler::Impl::UntimedPrefillChunk(const SeqState& s, int64_t budget) const {
   const int64_t remaining = s.num_tokens - s.num_computed;
   if (budget <= 0 || remaining <= 0) return 0;
   if (cfg.chunked_prefill) {
@@ -88,13 +98,22 @@ int64_t Scheduler::Impl::PrefillChunk(const SeqState& s, int64_t budget) const {
   return 0;
 }
 
+int64_t Scheduler::Impl::PrefillChunk(const SeqState& s, const PlanBuilder& b) const {
+  const int64_t n = UntimedPrefillChunk(s, b.budget);
+  if (!b.itl_limited || n == 0) return n;
+  const int64_t fit = cost.MaxChunkTokens(b.prefill_ms_left, s.num_computed, n);
+  // The step's first prefill chunk always gets min_prefill_chunk: prompts never starve.
+  if (b.prefill.empty()) return std::max(fit, std::min(n, cfg.min_prefill_chunk));
+  return fit;
+}
+
 bool Scheduler::Impl::ScheduleSeqs(Req* r, bool prefill, bool may_preempt, PlanBuilder* b) {
   for (SeqState& s : r->seqs) {
     if (s.inflight_end >= 0 || Complete(*r, s)) continue;
     if ((s.num_computed < s.prefill_end) != prefill) continue;
     if (s.num_computed >= s.num_tokens) continue;  // idle: waits for a token
     if (b->num_seqs() >= cfg.max_num_seqs) return true;
-    const int64_t n = prefill ? PrefillChunk(s, b->budget) : std::min<int64_t>(1, b->budget);
+    const int64_t n = prefill ? PrefillChunk(s, *b) : std::min<int64_t>(1, b->budget);
     if (n <= 0) continue;
     const int64_t end = s.num_computed + n;
     bool grown = true;
@@ -116,6 +135,11 @@ bool Scheduler::Impl::ScheduleSeqs(Req* r, bool prefill, bool may_preempt, PlanB
                                .num_tokens = n,
                                .is_prefill = s.num_computed < s.prefill_end,
                                .sample = end == s.num_tokens};
+    if (b->itl_limited) {
+      // Decodes added after the limit was set (swap-in) spend the same time budget.
+      if (prefill && n < UntimedPrefillChunk(s, b->budget)) b->itl_cut = true;
+      b->prefill_ms_left -= cost.ChunkMs(s.num_computed, n, prefill);
+    }
     (prefill ? b->prefill : b->decode).push_back(chunk);
     b->budget -= n;
   }
@@ -306,11 +330,12 @@ void Scheduler::Impl::AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt)
     }
     const int64_t need = AdmissionNeed(*r);
     if (need + (*exempt ? 0 : watermark_blocks) > *avail) break;
-    if (!cfg.static_batching && !cfg.chunked_prefill) {
-      // The first prefill must run whole in this step.
+    if (!cfg.static_batching && (!cfg.chunked_prefill || b->itl_limited)) {
+      // Without chunking the first prefill must run whole in this step; under the ITL target
+      // a request is admitted only when its first chunk fits the step's time left.
       auto first = std::find_if(r->seqs.begin(), r->seqs.end(),
                                 [r](const SeqState& s) { return !Complete(*r, s); });
-      if (first != r->seqs.end() && PrefillChunk(*first, b->budget) == 0) break;
+      if (first != r->seqs.end() && PrefillChunk(*first, *b) == 0) break;
     }
     waiting.erase(RankOf(*r));
     aging.erase(r->arrival);

@@ -28,6 +28,12 @@ Status SchedulerConfig::Validate() const {
     return Status::InvalidArgument("sched: long_prefill_token_threshold must be >= 0");
   }
   if (max_wait_steps < 0) return Status::InvalidArgument("sched: max_wait_steps must be >= 0");
+  if (!(max_itl_ms >= 0.0) || !std::isfinite(max_itl_ms)) {
+    return Status::InvalidArgument(
+        base::StrFormat("sched: max_itl_ms must be finite and >= 0, got %g", max_itl_ms));
+  }
+  if (min_prefill_chunk < 1)
+    return Status::InvalidArgument("sched: min_prefill_chunk must be >= 1");
   if (!(kv_watermark >= 0.0 && kv_watermark < 1.0)) {
     return Status::InvalidArgument(
         base::StrFormat("sched: kv_watermark must be in [0, 1), got %g", kv_watermark));
@@ -413,6 +419,21 @@ SchedulerStats Scheduler::Stats() const {
 }
 
 bool Scheduler::HasWork() const { return !impl_->requests.empty(); }
+
+void Scheduler::ObserveStepCost(const StepPlan& plan, double ms) {
+  impl_->cost.Observe(ShapeOf(plan.chunks), ms);
+}
+
+const StepCostModel& Scheduler::step_cost_model() const { return impl_->cost; }
+
+StepShape ShapeOf(const std::vector<ScheduledChunk>& chunks) {
+  StepShape shape;
+  for (const ScheduledChunk& c : chunks) {
+    (c.is_prefill ? shape.prefill_tokens : shape.decode_tokens) += c.num_tokens;
+    shape.attention_pairs += ChunkAttentionPairs(c.pos0, c.num_tokens);
+  }
+  return shape;
+}
 
 Status Scheduler::CheckInvariants() const {
   const Impl& m = *impl_;

@@ -69,6 +69,7 @@
 
 #include "kvforge/status.h"
 #include "sched/kv_space.h"
+#include "sched/step_cost_model.h"
 
 namespace kvforge::sched {
 
@@ -86,6 +87,16 @@ struct SchedulerConfig {
   // A prefill chunk never exceeds this (0: no limit beyond the budget); keeps decode latency of
   // the others bounded while a long prompt is processed. Only with chunked_prefill.
   int64_t long_prefill_token_threshold = 0;
+  // Decode-priority chunking (0: off; only with chunked_prefill). While sequences decode, a
+  // step's prefill is cut so that the step's predicted time stays within max_itl_ms: the budget
+  // left after the decodes' predicted cost goes to prefill chunks, so it shrinks as the decodes
+  // grow. The prediction is a StepCostModel fitted from ObserveStepCost; until it has seen
+  // enough steps, and in steps without decodes (no inter-token latency to protect), nothing is
+  // cut. vLLM's and Sarathi-Serve's stall-free batching, with the budget measured, not set.
+  double max_itl_ms = 0;
+  // With max_itl_ms: a step with decodes still carries this many prefill tokens when a prefill
+  // is waiting, so prompts progress even when the decodes alone exceed the target.
+  int64_t min_prefill_chunk = 32;
   Policy policy = Policy::kFcfs;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   bool static_batching = false;  // baseline: admit a batch only when nothing is running
@@ -157,9 +168,13 @@ struct SchedulerStats {
   int64_t num_swap_preemptions = 0;   // of which by swap
   int64_t num_recomputed_tokens = 0;  // computed tokens thrown away by recompute preemption
   int64_t num_swap_ins = 0;
-  int64_t num_steps = 0;             // Schedule() calls
-  int64_t num_prefix_deferrals = 0;  // admissions held back for an in-flight shared prefix
+  int64_t num_steps = 0;              // Schedule() calls
+  int64_t num_prefix_deferrals = 0;   // admissions held back for an in-flight shared prefix
+  int64_t num_itl_limited_steps = 0;  // steps whose prefill max_itl_ms cut
 };
+
+// The cost-model features of a plan's chunks.
+StepShape ShapeOf(const std::vector<ScheduledChunk>& chunks);
 
 class Scheduler {
  public:
@@ -186,6 +201,11 @@ class Scheduler {
   // request that was not in the plan (ones aborted or dropped during the step are ignored).
   Status OnStepDone(const StepPlan& plan, const std::vector<SeqOutcome>& seqs,
                     const std::vector<RequestOutcome>& requests);
+
+  // Decode-priority chunking's input: `plan` (any plan this scheduler made) took `ms` of wall
+  // time, end to end (forward, sampling, commit). Ignored unless ms is finite and >= 0.
+  void ObserveStepCost(const StepPlan& plan, double ms);
+  const StepCostModel& step_cost_model() const;
 
   // Parallel sampling / beams: `child` becomes a sequence of the running `request`, sharing
   // `parent`'s blocks (KvSpace::Fork) and token counts. The parent must be past its prefill and

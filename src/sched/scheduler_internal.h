@@ -56,6 +56,11 @@ struct Req {
 // The plan being formed by one Schedule() call.
 struct PlanBuilder {
   int64_t budget = 0;
+  // Decode-priority chunking: when itl_limited, prefill chunks share prefill_ms_left (the ITL
+  // target minus the decodes' predicted cost); itl_cut records that a chunk was cut.
+  bool itl_limited = false;
+  double prefill_ms_left = 0;
+  bool itl_cut = false;
   std::vector<ScheduledChunk> decode;
   std::vector<ScheduledChunk> prefill;
   std::vector<RequestId> preempted;
@@ -92,7 +97,12 @@ struct Scheduler::Impl {
   // failed Grow preempts running_.back() until it succeeds; returns false if `r` itself was
   // preempted. Without, a failed Grow just leaves the sequence out of this step.
   bool ScheduleSeqs(Req* r, bool prefill, bool may_preempt, PlanBuilder* b);
-  int64_t PrefillChunk(const SeqState& s, int64_t budget) const;
+  // Tokens of `s`'s next prefill chunk under the token budget alone (0: none fit).
+  int64_t UntimedPrefillChunk(const SeqState& s, int64_t budget) const;
+  // ... and under decode-priority chunking's time budget too, in the plan `b` is forming.
+  int64_t PrefillChunk(const SeqState& s, const PlanBuilder& b) const;
+  // Starts decode-priority chunking for `b` once its decodes are scheduled.
+  void LimitPrefillForItl(PlanBuilder* b) const;
   // Moves running `victim` out (swap when configured and possible, else recompute), removing
   // its chunks from `b`.
   void Preempt(Req* victim, PlanBuilder* b);
@@ -118,6 +128,7 @@ struct Scheduler::Impl {
   int64_t pending_step = 0;  // step of the uncommitted plan, 0: none
   int64_t next_arrival = 1;
   SchedulerStats stats;
+  StepCostModel cost;
 
   std::unordered_map<RequestId, std::unique_ptr<Req>> requests;
   std::unordered_map<int64_t, Req*> seq_owner;  // sequence id -> its request (owned above)

@@ -165,6 +165,7 @@ struct Server::State {
   Gauge* swapped = nullptr;
   Gauge* kv_usage = nullptr;
   Gauge* preemptions = nullptr;
+  Gauge* itl_limited_steps = nullptr;
   Gauge* prefix_queries = nullptr;  // cumulative engine counts, exported as counters
   Gauge* prefix_hits = nullptr;
   Gauge* prefix_evictions = nullptr;
@@ -587,6 +588,7 @@ struct Server::State {
     swapped->Set(static_cast<double>(s.num_swapped));
     kv_usage->Set(s.kv_usage);
     preemptions->Set(static_cast<double>(s.num_preemptions));
+    itl_limited_steps->Set(static_cast<double>(s.itl_limited_steps));
     prefix_queries->Set(static_cast<double>(s.prefix_cache_query_tokens));
     prefix_hits->Set(static_cast<double>(s.prefix_cache_hit_tokens));
     prefix_evictions->Set(static_cast<double>(s.prefix_cache_evicted_blocks));
@@ -685,6 +687,9 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
       r.AddGauge("kvforge_prefix_cache_blocks", "KV blocks holding cached prefix content.");
   st->preemptions =
       r.AddGauge("kvforge_preemptions_total", "Sequences preempted by the scheduler.", true);
+  st->itl_limited_steps =
+      r.AddGauge("kvforge_itl_limited_steps_total",
+                 "Steps whose prefill decode-priority chunking (--max-itl-ms) cut.", true);
   st->prompt_tokens =
       r.AddCounter("kvforge_prompt_tokens_total", "Prompt tokens of requests that were scheduled.");
   st->generation_tokens = r.AddCounter("kvforge_generation_tokens_total", "Tokens generated.");

@@ -134,6 +134,21 @@ for w in shared-prefix multi-turn few-shot; do
 done
 check "bench bad prefix mode" 2 "$KVF" bench throughput --prefix-cache trie
 check "bench compare+all" 2 "$KVF" bench throughput --compare --prefix-cache all
+# Decode-priority chunking: the three prefill modes in one run (the embedded model's steps never
+# reach 5 ms, so nothing is cut, but every mode runs and is reported), and bad values.
+check "bench compare chunking" 0 "$KVF" bench throughput --workload fixed --num-prompts 6 --input-len 16 --output-len 4 --max-num-seqs 2 --max-itl-ms 5 --compare-chunking --json --no-progress
+contains "bench compare chunking modes" "$TMP/out" '"decode-priority":{"output_tokens_per_s":'
+contains "bench compare chunking ratio" "$TMP/out" '"ratio_itl_p99":'
+check "bench compare chunking text" 0 "$KVF" bench throughput --workload fixed --num-prompts 4 --input-len 8 --output-len 4 --max-itl-ms 50 --compare-chunking --no-progress
+contains "bench compare chunking summary" "$TMP/out" 'mean of two runs (decode-priority target 50 ms)'
+check "bench compare chunking needs a target" 2 "$KVF" bench throughput --compare-chunking --max-itl-ms 0
+check "bench compare chunking alone" 2 "$KVF" bench throughput --compare-chunking --max-itl-ms 50 --compare
+check "bench negative itl" 2 "$KVF" bench throughput --max-itl-ms -1
+check "bench zero min chunk" 2 "$KVF" bench throughput --min-prefill-chunk 0
+check "serve negative itl" 2 "$KVF" serve --port 0 --max-itl-ms -5
+check "serve nan itl" 2 "$KVF" serve --port 0 --max-itl-ms nan
+check "serve help itl" 0 "$KVF" serve --help
+contains "serve help lists max-itl-ms" "$TMP/out" '--max-itl-ms'
 printf 'Once upon a time there was a little girl named Lily. She liked to play.\nOnce upon a time there was a little girl named Lily. She had a dog.\n' >"$TMP/prompts.txt"
 for m in off hash radix; do
   check "prompts-file $m" 0 "$KVF" run --prompts-file "$TMP/prompts.txt" --prefix-cache "$m" --temperature 0 --max-tokens 8 --json

@@ -107,6 +107,7 @@ TEST(LLMTest, InvariantUnderChunkingPreemptionAndBatchingMode) {
   c.block_size = 1;
   c.max_num_seqs = 2;
   variants.push_back({"block size 1, two seqs at a time", c});
+
   for (const auto& v : variants) {
     LLM llm(v.cfg);
     ASSERT_TRUE(llm.ok()) << v.name << ": " << llm.status().ToString();
@@ -120,6 +121,46 @@ TEST(LLMTest, InvariantUnderChunkingPreemptionAndBatchingMode) {
     }
     EXPECT_EQ(llm.stats().kv_usage, 0.0) << v.name;
   }
+}
+
+// Decode-priority chunking changes how prompts are split, never what is generated. The golden
+// prompts three times over, two at a time, with output lengths that differ so that prompts are
+// admitted beside running decodes; the step-cost model sees the steps it needs before it may
+// cut, and a 1 us target then cuts every such prefill to the 3-token floor.
+TEST(LLMTest, DecodePriorityChunkingKeepsGreedyOutputs) {
+  const Golden g = LoadGolden();
+  EngineConfig c = Base();
+  c.enable_prefix_caching = false;  // repeated prompts would otherwise skip their prefill
+  c.max_num_seqs = 2;
+  c.max_itl_ms = 1e-3;
+  c.min_prefill_chunk = 3;
+  LLM llm(c);
+  ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+  EngineCore* core = engine::CoreOf(llm);
+  std::map<size_t, std::vector<int32_t>> got;  // request index -> generated ids
+  for (size_t i = 0; i < 3 * g.prompts.size(); ++i) {
+    SamplingParams sp = Greedy(64 + static_cast<int>(i % 4) * 9);
+    auto id = core->AddRequest(
+        g.prompts[i % g.prompts.size()], sp,
+        [&got, i](const RequestOutput& out) {
+          if (out.finished) got[i] = out.outputs.at(0).token_ids;
+        },
+        0);
+    ASSERT_TRUE(id.ok()) << id.error().ToString();
+  }
+  for (int steps = 0; core->HasWork(); ++steps) {
+    ASSERT_LT(steps, 10000) << "the engine did not finish";
+    ASSERT_TRUE(core->Step().ok());
+  }
+  ASSERT_EQ(got.size(), 3 * g.prompts.size());
+  for (const auto& [i, ids] : got) {
+    const auto& want = g.gen[i % g.prompts.size()];
+    ASSERT_GE(ids.size(), want.size()) << "request " << i;
+    EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<long>(want.size())), want)
+        << "request " << i;
+  }
+  EXPECT_GT(llm.stats().itl_limited_steps, 0) << "the ITL target never cut a prefill";
+  EXPECT_EQ(llm.stats().kv_usage, 0.0);
 }
 
 TEST(LLMTest, ParallelSamplingSharesThePromptBlocks) {

@@ -75,6 +75,13 @@ std::vector<RequestId> Harness::InState(RequestState state) const {
   return out;
 }
 
+double SyntheticStepMs(const StepPlan& plan) {
+  const StepShape s = ShapeOf(plan.chunks);
+  return 1.5 + 0.75 * static_cast<double>(s.decode_tokens) +
+         0.2 * static_cast<double>(s.prefill_tokens) +
+         0.001 * static_cast<double>(s.attention_pairs);
+}
+
 StepPlan Harness::Schedule() {
   StepPlan plan = sched_.Schedule();
   CheckPlan(plan);
@@ -128,6 +135,32 @@ void Harness::CheckPlan(const StepPlan& plan) {
   for (RequestId id : plan.swapped_in) {
     EXPECT_EQ(sched_.State(id), RequestState::kRunning) << id;
   }
+  CheckItlTarget(plan);
+}
+
+// Decode-priority chunking: a step with decodes and prefill is predicted (by the scheduler's own
+// model and tail factor, as they stood when planning) to fit max_itl_ms, unless its prefill is the
+// one chunk of at most min_prefill_chunk tokens every such step may carry. Swap-ins add decodes
+// after the limit is set, so those steps are not checked.
+void Harness::CheckItlTarget(const StepPlan& plan) {
+  const SchedulerConfig& cfg = config_.sched;
+  const StepCostModel& model = sched_.step_cost_model();
+  if (cfg.max_itl_ms <= 0 || !cfg.chunked_prefill || !model.ready() || !plan.swapped_in.empty())
+    return;
+  std::vector<const ScheduledChunk*> prefill;
+  bool decodes = false;
+  for (const ScheduledChunk& c : plan.chunks) {
+    if (c.is_prefill)
+      prefill.push_back(&c);
+    else
+      decodes = true;
+  }
+  if (!decodes || prefill.empty()) return;
+  const double predicted = model.PredictMs(ShapeOf(plan.chunks)) * model.tail_factor();
+  const bool floor_chunk = prefill.size() == 1 && prefill[0]->num_tokens <= cfg.min_prefill_chunk;
+  EXPECT_TRUE(predicted <= cfg.max_itl_ms * (1 + 1e-9) + 1e-9 || floor_chunk)
+      << "step " << plan.step << " predicted " << predicted << " ms over max_itl_ms "
+      << cfg.max_itl_ms << " with " << prefill.size() << " prefill chunks";
 }
 
 void Harness::CheckState() {
@@ -228,6 +261,7 @@ void Harness::Complete(const StepPlan& plan, const StepActions& actions) {
   }
   Status s = sched_.OnStepDone(plan, seq_out, req_out);
   EXPECT_TRUE(s.ok()) << s.ToString();
+  if (config_.synthetic_step_cost) sched_.ObserveStepCost(plan, SyntheticStepMs(plan));
   for (RequestId id : done) {
     live_.erase(id);
     just_retired_.push_back(id);

@@ -31,7 +31,13 @@ struct HarnessConfig {
   int32_t num_blocks = 64;
   int32_t block_tokens = 4;
   int64_t swap_blocks = 0;
+  // Each committed step is reported to ObserveStepCost as SyntheticStepMs(plan): a machine whose
+  // steps cost exactly that, for decode-priority chunking (max_itl_ms).
+  bool synthetic_step_cost = false;
 };
+
+// 1.5 ms per step, 0.75 per decode token, 0.2 per prefill token, 0.001 per attention pair.
+double SyntheticStepMs(const StepPlan& plan);
 
 // The reference model of one live request.
 struct ModelRequest {
@@ -73,6 +79,7 @@ class Harness {
 
  private:
   void CheckPlan(const StepPlan& plan);
+  void CheckItlTarget(const StepPlan& plan);
 
   HarnessConfig config_;
   FakeKvSpace kv_;

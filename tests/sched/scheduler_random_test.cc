@@ -43,6 +43,11 @@ HarnessConfig RandomConfig(Rng& rng) {
   s.static_batching = rng.Chance(15);
   s.max_wait_steps = rng.Chance(20) ? 0 : rng.Range(1, 60);
   s.kv_watermark = rng.Chance(50) ? 0.0 : 0.1;
+  if (rng.Chance(40)) {
+    c.synthetic_step_cost = true;
+    s.max_itl_ms = static_cast<double>(rng.Range(2, 12));
+    s.min_prefill_chunk = rng.Range(1, 8);
+  }
   return c;
 }
 
@@ -56,7 +61,8 @@ std::string Describe(const HarnessConfig& c) {
          (s.policy == Policy::kPriority ? " priority" : " fcfs") +
          (s.preemption_mode == PreemptionMode::kSwap ? " swap" : " recompute") +
          (s.static_batching ? " static" : "") + " max_wait " + std::to_string(s.max_wait_steps) +
-         " watermark " + std::to_string(s.kv_watermark);
+         " watermark " + std::to_string(s.kv_watermark) + " max_itl_ms " +
+         std::to_string(s.max_itl_ms) + " min_prefill_chunk " + std::to_string(s.min_prefill_chunk);
 }
 
 int64_t EnvOr(const char* name, int64_t fallback) {
@@ -87,6 +93,7 @@ struct Coverage {
   int64_t swap_ins = 0;
   int64_t recomputed_tokens = 0;
   int64_t forked_requests = 0;
+  int64_t itl_limited_steps = 0;
 };
 
 RequestId PickLive(Rng& rng, const Harness& h) {
@@ -159,6 +166,7 @@ void RunSeed(uint64_t seed, int64_t steps, Coverage* cov) {
   cov->swap_preemptions += st.num_swap_preemptions;
   cov->swap_ins += st.num_swap_ins;
   cov->recomputed_tokens += st.num_recomputed_tokens;
+  cov->itl_limited_steps += st.num_itl_limited_steps;
 }
 
 TEST(SchedulerRandomTest, ThousandsOfStepsKeepEveryInvariant) {
@@ -174,16 +182,19 @@ TEST(SchedulerRandomTest, ThousandsOfStepsKeepEveryInvariant) {
   }
   std::printf(
       "[ coverage ] %lld steps, %lld requests (%lld rejected, %lld with n > 1), "
-      "%lld preemptions (%lld by swap, %lld swap-ins), %lld tokens recomputed\n",
+      "%lld preemptions (%lld by swap, %lld swap-ins), %lld tokens recomputed, %lld steps cut "
+      "by max_itl_ms\n",
       static_cast<long long>(cov.steps), static_cast<long long>(cov.requests),
       static_cast<long long>(cov.rejected), static_cast<long long>(cov.forked_requests),
       static_cast<long long>(cov.preemptions), static_cast<long long>(cov.swap_preemptions),
-      static_cast<long long>(cov.swap_ins), static_cast<long long>(cov.recomputed_tokens));
+      static_cast<long long>(cov.swap_ins), static_cast<long long>(cov.recomputed_tokens),
+      static_cast<long long>(cov.itl_limited_steps));
   EXPECT_GT(cov.preemptions, 0);
   EXPECT_GT(cov.swap_preemptions, 0);
   EXPECT_GT(cov.swap_ins, 0);
   EXPECT_GT(cov.rejected, 0);
   EXPECT_GT(cov.forked_requests, 0);
+  EXPECT_GT(cov.itl_limited_steps, 0);
 }
 
 }  // namespace

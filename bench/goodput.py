@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Serving latency under load and goodput: kvforge serve (chunked by the token budget alone, and
-decode-priority chunked with --max-itl-ms) against llama-server, on the same GGUF, in one run.
+decode-priority chunked at one or more --max-itl-ms targets) against llama-server, on the same
+GGUF, in one run.
 
 For every request rate of the sweep, each server is started fresh, warmed up with two requests,
 and loaded by `kvforge bench serve` (streaming completions, Poisson arrivals, fixed prompt and
@@ -9,12 +10,13 @@ it prints TTFT p50/p90, ITL p50/p90/p99 and output tokens/s. Goodput is the high
 which p90 TTFT <= --slo-ttft-ms and p90 ITL <= --slo-itl-ms both hold (and no request failed).
 Usage:
   bench/goodput.py KVFORGE PEER_DIR --model M [--rates 0.5,1,2,3,4] [--num-prompts 40]
-      [--input-len 256] [--output-len 64] [--max-itl-ms 100] [--kvforge-seqs 16] [--np 8]
-      [--servers chunked,decode-priority,llama-server] [--json FILE]
+      [--input-len 256] [--output-len 64] [--kvforge-seqs 16] [--np 8]
+      [--servers chunked,dp:100,dp:200,llama-server] [--json FILE]
 """
 import argparse
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -51,7 +53,7 @@ def start(name, a):
                str(a.np), "-c", str(a.np * a.ctx_per_seq), "--host", "127.0.0.1", "--port",
                str(port)]
     else:
-        itl = "0" if name == "chunked" else str(a.max_itl_ms)
+        itl = "0" if name == "chunked" else name.split(":", 1)[1]
         cmd = [a.kvforge, "serve", "--model", a.model, "--port", str(port), "--max-num-seqs",
                str(a.kvforge_seqs), "--max-model-len", str(a.ctx_per_seq), "--max-itl-ms", itl,
                "--no-webui"]
@@ -82,8 +84,12 @@ def bench(a, url, num_prompts, rate, seed):
         cmd += ["--request-rate", str(rate)]
     else:
         cmd += ["--concurrency", "1"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
-    return json.loads(out)
+    # bench serve exits 1 when a request failed; its JSON still says which and how many.
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    try:
+        return json.loads(p.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"bench serve failed (exit {p.returncode}): {p.stderr[-600:]}")
 
 
 def run_one(name, rate, a):
@@ -96,7 +102,12 @@ def run_one(name, rate, a):
 
 
 def meets_slo(r, a):
-    return (r["failed"] == 0 and r["ttft_ms"]["p90"] <= a.slo_ttft_ms and
+    # llama-server b10573 fails some streams of random-weight text at the very end ("unparsed
+    # Content-only output" when the last bytes are a cut UTF-8 sequence); those requests were
+    # served, so --tolerate-error keeps them from disqualifying the rate. They are still counted
+    # (the ok column) and their latencies are not in the percentiles.
+    failed_ok = r["failed"] == 0 or (a.tolerate_error and a.tolerate_error in r["first_error"])
+    return (failed_ok and r["ttft_ms"]["p90"] <= a.slo_ttft_ms and
             r["itl_ms"]["p90"] <= a.slo_itl_ms)
 
 
@@ -109,24 +120,27 @@ def main():
     ap.add_argument("--num-prompts", type=int, default=40)
     ap.add_argument("--input-len", type=int, default=256, help="prompt words")
     ap.add_argument("--output-len", type=int, default=64)
-    ap.add_argument("--max-itl-ms", type=float, default=100)
     ap.add_argument("--kvforge-seqs", type=int, default=16)
     ap.add_argument("--np", type=int, default=8, help="llama-server slots")
     ap.add_argument("--ctx-per-seq", type=int, default=2048)
     ap.add_argument("--slo-ttft-ms", type=float, default=2000)
     ap.add_argument("--slo-itl-ms", type=float, default=200)
-    ap.add_argument("--servers", default="chunked,decode-priority,llama-server")
+    ap.add_argument("--servers", default="chunked,dp:100,llama-server",
+                    help="chunked (--max-itl-ms 0), dp:MS (decode-priority, --max-itl-ms MS), "
+                         "llama-server")
+    ap.add_argument("--tolerate-error", default="Content-only format",
+                    help="a failure whose message contains this does not fail the SLO")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default="", help="write every run's result to this file")
     a = ap.parse_args()
     servers = a.servers.split(",")
     for s in servers:
-        if s not in ("chunked", "decode-priority", "llama-server"):
+        if s not in ("chunked", "llama-server") and not re.fullmatch(r"dp:\d+(\.\d+)?", s):
             sys.exit(f"unknown server '{s}'")
     rates = [float(x) for x in a.rates.split(",")]
     results = {s: {} for s in servers}
     print(f"model {a.model}; {a.num_prompts} requests per run, {a.input_len} prompt words, "
-          f"{a.output_len} output tokens; decode-priority --max-itl-ms {a.max_itl_ms}; "
+          f"{a.output_len} output tokens; dp:MS is kvforge with --max-itl-ms MS; "
           f"kvforge --max-num-seqs {a.kvforge_seqs}, llama-server -np {a.np}; "
           f"SLO p90 TTFT <= {a.slo_ttft_ms} ms, p90 ITL <= {a.slo_itl_ms} ms")
     print(f"{'rate':>5} {'server':<16} {'TTFT p50/p90 ms':>17} {'ITL p50/p90/p99 ms':>20} "

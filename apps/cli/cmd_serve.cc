@@ -35,7 +35,7 @@ std::string ModelId(const std::string& path) {
 }  // namespace
 
 // Decode-priority chunking's target for `kvforge serve`, chosen from measurement (ADR 0012).
-constexpr double kServeMaxItlMs = 100;
+constexpr double kServeMaxItlMs = 200;
 
 int ServeMain(const Args& args) {
   std::string model, host = "127.0.0.1", api_key, preemption = "recompute", policy = "fcfs",

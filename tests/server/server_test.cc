@@ -431,11 +431,11 @@ TEST_F(ServerTest, MetricsExposition) {
   for (const char* name :
        {"kvforge_requests_running", "kvforge_requests_waiting", "kvforge_kv_cache_usage",
         "kvforge_prefix_cache_queries_total", "kvforge_prefix_cache_hits_total",
-        "kvforge_preemptions_total", "kvforge_prompt_tokens_total",
-        "kvforge_generation_tokens_total", "kvforge_requests_aborted_total",
-        "kvforge_http_requests_total", "kvforge_time_to_first_token_seconds",
-        "kvforge_inter_token_latency_seconds", "kvforge_e2e_request_latency_seconds",
-        "kvforge_request_queue_time_seconds"})
+        "kvforge_preemptions_total", "kvforge_itl_limited_steps_total",
+        "kvforge_prompt_tokens_total", "kvforge_generation_tokens_total",
+        "kvforge_requests_aborted_total", "kvforge_http_requests_total",
+        "kvforge_time_to_first_token_seconds", "kvforge_inter_token_latency_seconds",
+        "kvforge_e2e_request_latency_seconds", "kvforge_request_queue_time_seconds"})
     EXPECT_NE(r.raw.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
   auto m = Metrics(url());
   EXPECT_GT(m["kvforge_generation_tokens_total"], 0);

@@ -200,6 +200,8 @@ py::dict StatsDict(const EngineStats& s) {
   d["kv_offload_stored_chunks"] = s.kv_offload_stored_chunks;
   d["kv_offload_rejected_chunks"] = s.kv_offload_rejected_chunks;
   d["kv_offload_dropped_writes"] = s.kv_offload_dropped_writes;
+  d["kv_offload_load_timeouts"] = s.kv_offload_load_timeouts;
+  d["kv_offload_load_waits"] = s.kv_offload_load_waits;
   py::list tiers;
   for (const KvTierStats& t : s.kv_tiers) {
     py::dict td;

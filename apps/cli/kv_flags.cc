@@ -55,6 +55,8 @@ void AddOffloadFlags(FlagParser& p, KvFlags* f) {
               "several hosts (or one cluster node) = Redis Cluster (default off)");
   p.AddInt("kv-offload-redis-timeout", &f->offload_redis_timeout_ms,
            "KV offload: Redis time-out per connect/read/write in ms, then a miss (200)");
+  p.AddInt("kv-offload-load-timeout", &f->offload_load_timeout_ms,
+           "KV offload: longest wait for a request's chunks in ms; then it recomputes them (1000)");
   p.AddInt("kv-offload-redis-ttl", &f->offload_redis_ttl_s,
            "KV offload: Redis record expiry in seconds (0: never, the server's LRU decides)");
 }
@@ -82,7 +84,10 @@ Status ApplyOffloadFlags(const KvFlags& f, EngineConfig* config) {
     return Status::InvalidArgument("--kv-offload-redis-timeout must be positive (ms)");
   if (f.offload_redis_ttl_s < 0)
     return Status::InvalidArgument("--kv-offload-redis-ttl must not be negative");
+  if (f.offload_load_timeout_ms <= 0)
+    return Status::InvalidArgument("--kv-offload-load-timeout must be positive (ms)");
   config->kv_offload_redis_timeout_ms = f.offload_redis_timeout_ms;
+  config->kv_offload_load_timeout_ms = f.offload_load_timeout_ms;
   config->kv_offload_redis_ttl_s = f.offload_redis_ttl_s;
   return Status::Ok();
 }

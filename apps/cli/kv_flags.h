@@ -5,7 +5,7 @@
 //   method's parameters --kv-sinks, --kv-window, --kv-pool-kernel, --kv-pyramid-beta; and
 //   --mla-attention (deepseek2: absorbed, naive or auto). The KV offload tiers (--kv-offload-ram
 //   SIZE, --kv-offload-disk DIR[:SIZE], --kv-offload-chunk TOKENS, --kv-offload-compression,
-//   --kv-offload-redis URL, --kv-offload-redis-timeout MS,
+//   --kv-offload-redis URL, --kv-offload-redis-timeout MS, --kv-offload-load-timeout MS,
 //   --kv-offload-redis-ttl SECONDS) are
 //   a separate group, for the commands that run the batched engine (serve, bench throughput).
 #pragma once
@@ -37,6 +37,7 @@ struct KvFlags {
   std::string offload_redis;  // redis://host:port[,host:port...][/db]
   int64_t offload_redis_timeout_ms = 200;
   int64_t offload_redis_ttl_s = 0;
+  int64_t offload_load_timeout_ms = 1000;
 };
 
 void AddKvFlags(FlagParser& p, KvFlags* f);

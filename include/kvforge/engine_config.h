@@ -102,6 +102,9 @@ struct EngineConfig {
   std::string kv_offload_disk;                  // disk tier directory ("": no disk tier)
   uint64_t kv_offload_disk_bytes = 8ull << 30;  // disk tier capacity
   int64_t kv_offload_chunk_tokens = 256;        // tokens per chunk (a multiple of block_size)
+  // A waiting request's chunks are fetched on a loader thread while other requests step; past
+  // this it is admitted without them and recomputes what they held.
+  int64_t kv_offload_load_timeout_ms = 1000;
   KvOffloadCompression kv_offload_compression = KvOffloadCompression::kLz4;
   // Shared tier: redis://[:password@]host[:port][,host:port...][/db] ("": none). Several hosts
   // (or one cluster node) mean a Redis Cluster. Capacity and LRU are the server's (maxmemory,

@@ -97,14 +97,15 @@ ConfigField Int(const char* name, T EngineConfig::*m, long long min, const char*
   return f;
 }
 
-ConfigField Fraction(const char* name, double EngineConfig::*m, const char* help) {
+// A finite double in [lo, hi]; `wants` is the error's wording of that range.
+ConfigField Number(const char* name, double EngineConfig::*m, double lo, double hi,
+                   const char* wants, const char* help) {
   ConfigField f{name, ConfigFieldKind::kFloat, help, {}, nullptr, nullptr};
-  f.set = [m, n = f.name](EngineConfig& c, std::string_view t) {
+  f.set = [m, lo, hi, wants, n = f.name](EngineConfig& c, std::string_view t) {
     const std::string s(t);
     char* end = nullptr;
     const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 1)
-      return Bad(n, "a number in [0, 1]", t);
+    if (s.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) return Bad(n, wants, t);
     c.*m = v;
     return Status::Ok();
   };
@@ -112,19 +113,12 @@ ConfigField Fraction(const char* name, double EngineConfig::*m, const char* help
   return f;
 }
 
+ConfigField Fraction(const char* name, double EngineConfig::*m, const char* help) {
+  return Number(name, m, 0, 1, "a number in [0, 1]", help);
+}
+
 ConfigField NonNegative(const char* name, double EngineConfig::*m, const char* help) {
-  ConfigField f{name, ConfigFieldKind::kFloat, help, {}, nullptr, nullptr};
-  f.set = [m, n = f.name](EngineConfig& c, std::string_view t) {
-    const std::string s(t);
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
-      return Bad(n, "a finite number >= 0", t);
-    c.*m = v;
-    return Status::Ok();
-  };
-  f.get = [m](const EngineConfig& c) { return StrFormat("%g", c.*m); };
-  return f;
+  return Number(name, m, 0, std::numeric_limits<double>::max(), "a finite number >= 0", help);
 }
 
 ConfigField Text(const char* name, std::string EngineConfig::*m, const char* help) {
@@ -309,6 +303,8 @@ std::vector<ConfigField> MakeFields() {
       Int("kv_offload_disk_bytes", &C::kv_offload_disk_bytes, 1, "disk KV offload tier capacity"),
       Int("kv_offload_chunk_tokens", &C::kv_offload_chunk_tokens, 1,
           "tokens per offloaded chunk (a multiple of block_size)"),
+      Int("kv_offload_load_timeout_ms", &C::kv_offload_load_timeout_ms, 1,
+          "longest wait for a request's chunks from the tiers, ms (then it recomputes them)"),
       Choice("kv_offload_compression", &C::kv_offload_compression, kOffloadCompression,
              "offloaded chunks: none, lz4 or zstd"),
       Text("kv_offload_redis", &C::kv_offload_redis,

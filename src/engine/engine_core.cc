@@ -19,6 +19,9 @@ using base::StrFormat;
 
 namespace {
 
+// How long an idle Step waits for tier loads before it returns to its caller.
+constexpr std::chrono::milliseconds kIdleLoadWait{20};
+
 double Ms(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
@@ -273,7 +276,12 @@ Status EngineCore::Step() {
   sched::StepPlan plan = sched_->Schedule();
   for (int64_t id : plan.preempted)
     if (auto it = requests_.find(id); it != requests_.end()) it->second->metrics.num_preemptions++;
-  if (plan.empty()) return Status::Ok();
+  if (plan.empty()) {
+    // Nothing to step but requests whose KV is on its way from the tiers: wait for the loader
+    // (bounded, so new requests and aborts are still seen) rather than spin.
+    if (offload_ && offload_->loads_pending()) offload_->WaitForLoads(kIdleLoadWait);
+    return Status::Ok();
+  }
   ++steps_;
   const auto now = Clock::now();
   model::Batch batch;
@@ -635,6 +643,8 @@ EngineStats EngineCore::Stats() const {
     s.kv_offload_stored_chunks = os.stored_chunks;
     s.kv_offload_rejected_chunks = os.rejected_chunks;
     s.kv_offload_dropped_writes = os.dropped_writes;
+    s.kv_offload_load_timeouts = os.load_timeouts;
+    s.kv_offload_load_waits = ss.num_prefix_load_waits;
     s.kv_tiers = os.tiers;
   }
   return s;

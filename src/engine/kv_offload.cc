@@ -17,6 +17,10 @@ using base::StrFormat;
 
 namespace {
 
+// How long the engine thread waits for a fetch it has just started before it lets the request
+// wait in the queue instead (ADR 0013).
+constexpr std::chrono::microseconds kFetchGrace{2000};
+
 // Incremental XXH3 over plain values.
 class Digest {
  public:
@@ -100,6 +104,8 @@ Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
     return Status::InvalidArgument(
         StrFormat("kv_offload_chunk_tokens (%lld) must be a positive multiple of block_size (%lld)",
                   (long long)c.kv_offload_chunk_tokens, (long long)bt));
+  if (c.kv_offload_load_timeout_ms <= 0)
+    return Status::InvalidArgument("kv_offload_load_timeout_ms must be positive");
   if (c.kv_scales == "calibrate")
     return Status::InvalidArgument(
         "kv offload cannot be used with kv_scales 'calibrate' (the scales change after start)");
@@ -127,17 +133,26 @@ Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
   const uint64_t queue = std::clamp<uint64_t>(largest / 4, 16ull << 20, 512ull << 20);
   return std::make_unique<KvOffload>(
       cache, std::make_unique<kvstore::TierChain>(std::move(tiers), queue), fp,
-      c.kv_offload_chunk_tokens / bt, StoredCompression(c.kv_offload_compression));
+      c.kv_offload_chunk_tokens / bt, StoredCompression(c.kv_offload_compression),
+      std::chrono::milliseconds(std::min<int64_t>(c.kv_offload_load_timeout_ms, 600000)));
 }
 
 KvOffload::KvOffload(kvstore::PagedKvCache* cache, std::unique_ptr<kvstore::TierChain> chain,
                      uint64_t fingerprint, int64_t chunk_blocks,
-                     kvstore::ChunkCompression compression)
+                     kvstore::ChunkCompression compression, std::chrono::milliseconds load_timeout)
     : cache_(cache),
       chain_(std::move(chain)),
       fingerprint_(fingerprint),
       chunk_blocks_(std::max<int64_t>(1, chunk_blocks)),
-      compression_(compression) {}
+      compression_(compression),
+      load_timeout_(load_timeout),
+      block_tokens_(cache->block_tokens()),
+      block_bytes_(cache->store().block_bytes_all_layers()),
+      prefetch_budget_bytes_(static_cast<int64_t>(block_bytes_) *
+                             std::max<int64_t>(1, cache->num_blocks())),
+      loader_(std::make_unique<kvstore::TierLoader>()) {}
+
+KvOffload::~KvOffload() { loader_.reset(); }
 
 kvmeta::BlockKey KvOffload::ParentKey(const std::vector<kvmeta::BlockKey>& keys, int64_t first,
                                       std::string_view salt) const {
@@ -159,8 +174,8 @@ kvstore::ChunkMeta KvOffload::Meta(const std::vector<kvmeta::BlockKey>& keys, in
   m.parent = ParentKey(keys, first, salt);
   m.first_block = static_cast<uint32_t>(first);
   m.num_blocks = static_cast<uint32_t>(count);
-  m.block_tokens = static_cast<uint32_t>(cache_->block_tokens());
-  m.block_bytes = cache_->store().block_bytes_all_layers();
+  m.block_tokens = static_cast<uint32_t>(block_tokens_);
+  m.block_bytes = block_bytes_;
   return m;
 }
 
@@ -218,77 +233,186 @@ void KvOffload::StoreChunk(int64_t seq, std::span<const int32_t> tokens, const P
   if (queued) ++stats_.stored_chunks;
 }
 
-bool KvOffload::LoadChunk(int64_t seq, std::span<const int32_t> query,
-                          const std::vector<kvmeta::BlockKey>& keys, int64_t first, int64_t count,
-                          int64_t from, std::string_view salt) {
+bool KvOffload::Loading(int64_t seq, std::span<const int32_t> tokens,
+                        std::span<const int32_t> query, std::string_view salt, int64_t have) {
+  const int64_t query_blocks = static_cast<int64_t>(query.size()) / block_tokens_;
+  if (have / block_tokens_ >= query_blocks) return false;  // nothing below the hit to look for
+  auto it = fetches_.find(seq);
+  if (it == fetches_.end()) {
+    auto f = std::make_shared<Fetch>(&held_bytes_);
+    f->tokens.assign(tokens.begin(), tokens.end());
+    f->usable = static_cast<int64_t>(std::min(query.size(), tokens.size()));
+    f->salt = std::string(salt);
+    f->from_block = have / block_tokens_;
+    f->deadline = std::chrono::steady_clock::now() + load_timeout_;
+    fetches_.emplace(seq, f);
+    loader_->Submit([this, f] { RunFetch(f.get()); });
+    // A local tier, or a miss in Redis, answers within a grace of a few milliseconds: waiting
+    // that long here saves the request a whole step of waiting.
+    return !WaitForFetch(*f, kFetchGrace);
+  }
+  Fetch& f = *it->second;
+  if (f.gave_up || f.done.load(std::memory_order_acquire)) return false;
+  if (std::chrono::steady_clock::now() < f.deadline) return true;
+  f.gave_up = true;
+  f.cancelled.store(true, std::memory_order_relaxed);
+  ++stats_.load_timeouts;
+  KVF_LOG_WARN("kv offload: tier fetch for sequence %lld passed its %lld ms time-out; recomputing",
+               (long long)seq, (long long)load_timeout_.count());
+  return false;
+}
+
+bool KvOffload::WaitForFetch(const Fetch& f, std::chrono::microseconds grace) {
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (!f.done.load(std::memory_order_acquire)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until || loader_->idle()) break;
+    loader_->WaitForProgress(std::chrono::duration_cast<std::chrono::microseconds>(until - now));
+  }
+  return f.done.load(std::memory_order_acquire);
+}
+
+void KvOffload::RunFetch(Fetch* f) {
+  const std::span<const int32_t> tokens(f->tokens);
+  const int64_t bt = block_tokens_;
+  // Chunks are looked up over all the sequence's full blocks (so a stored chunk that reaches past
+  // the usable part is found) and used only up to the usable ones.
+  const int64_t all_blocks = static_cast<int64_t>(tokens.size()) / bt;
+  const int64_t usable_blocks = f->usable / bt;
+  std::vector<kvmeta::BlockKey> keys;
+  keys.reserve(static_cast<size_t>(all_blocks));
+  for (int64_t k = 0; k < all_blocks; ++k)
+    keys.push_back(kvmeta::ChainBlockKey(
+        ParentKey(keys, k, f->salt),
+        tokens.subspan(static_cast<size_t>(k * bt), static_cast<size_t>(bt))));
+  int64_t at = f->from_block;
+  while (at < usable_blocks && !f->cancelled.load(std::memory_order_relaxed)) {
+    const int64_t first = at / chunk_blocks_ * chunk_blocks_;
+    const int64_t full_end = first + chunk_blocks_;
+    // Fetched bytes wait in memory until admission: past the budget the rest is recomputed.
+    const int64_t chunk_bytes = static_cast<int64_t>(block_bytes_) * chunk_blocks_;
+    if (held_bytes_.load(std::memory_order_relaxed) + chunk_bytes > prefetch_budget_bytes_) break;
+    // The whole chunk, or else the longest shorter one (a sequence's last chunk) the tiers know:
+    // candidates longest first, asked of each tier at once (one round trip for Redis).
+    const int64_t longest = std::min(full_end, all_blocks);
+    std::vector<kvstore::TierKey> candidates;
+    for (int64_t e = longest; e > at; --e)
+      candidates.push_back(TierKeyFor(keys[static_cast<size_t>(e - 1)], first));
+    const size_t found = chain_->ContainsAny(candidates);
+    const int64_t end = found < candidates.size() ? longest - static_cast<int64_t>(found) : 0;
+    if (end == 0) {
+      chain_->CountMiss();
+      break;
+    }
+    FetchedChunk c;
+    if (!FetchChunk(tokens, keys, first, end - first, f->salt, &c)) break;
+    const int64_t bytes = static_cast<int64_t>(c.raw.size());
+    held_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    f->bytes += bytes;
+    f->chunks.push_back(std::move(c));
+    at = end;
+    if (end < full_end) break;  // a shorter chunk ends its sequence's stored prefix
+  }
+  f->done.store(true, std::memory_order_release);
+}
+
+bool KvOffload::FetchChunk(std::span<const int32_t> tokens,
+                           const std::vector<kvmeta::BlockKey>& keys, int64_t first, int64_t count,
+                           std::string_view salt, FetchedChunk* out) {
   const kvstore::ChunkMeta meta = Meta(keys, first, count, salt);
   const kvstore::TierKey key = TierKeyFor(meta.key, first);
   std::optional<kvstore::TierChain::Found> found = chain_->Fetch(key);
   if (!found) return false;
-  const int64_t bt = cache_->block_tokens();
-  const auto ids = query.subspan(static_cast<size_t>(first * bt), static_cast<size_t>(count * bt));
+  const auto ids = tokens.subspan(static_cast<size_t>(first * block_tokens_),
+                                  static_cast<size_t>(count * block_tokens_));
   Result<std::vector<uint8_t>> raw = kvstore::DecodeChunk(found->record, meta, ids);
   if (!raw.ok()) {
     KVF_LOG_WARN("kv offload: chunk %s refused, recomputing: %s", key.Hex().c_str(),
                  raw.error().message().c_str());
     chain_->Reject(key, found->tier);
-    ++stats_.rejected_chunks;
+    rejected_chunks_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  if (!cache_->EnsureTokens(seq, (first + count) * bt)) return false;
-  const std::vector<int32_t>& blocks = *cache_->Blocks(seq);
-  if (static_cast<int64_t>(blocks.size()) < first + count) return false;
-  const uint64_t bb = meta.block_bytes;
-  for (int64_t k = from; k < first + count; ++k)
-    cache_->mutable_store().WriteBlock(blocks[static_cast<size_t>(k)],
-                                       raw->data() + static_cast<size_t>(k - first) * bb);
-  ++stats_.loaded_chunks;
+  out->first = first;
+  out->count = count;
+  out->raw = std::move(*raw);
   return true;
 }
 
-int64_t KvOffload::LoadPrefix(int64_t seq, std::span<const int32_t> query, std::string_view salt,
-                              int64_t have) {
-  const int64_t bt = cache_->block_tokens();
-  if (!cache_->Contains(seq)) return have;
-  const int64_t query_blocks = static_cast<int64_t>(query.size()) / bt;
+int64_t KvOffload::CopyFetched(int64_t seq, const Fetch& f, int64_t have) {
+  const int64_t bt = block_tokens_;
   // First block not wholly held. A hit that ends inside a block (radix mode) holds that block as
   // its own copy (PagedKvCache::AttachPrefix), so a chunk loaded over it overwrites only a
   // private block, with the same tokens' KV.
   int64_t at = have / bt;
-  if (at >= query_blocks) return have;
-  std::vector<kvmeta::BlockKey> keys;
-  keys.reserve(static_cast<size_t>(query_blocks));
-  for (int64_t k = 0; k < query_blocks; ++k)
-    keys.push_back(
-        kvmeta::ChainBlockKey(ParentKey(keys, k, salt),
-                              query.subspan(static_cast<size_t>(k * bt), static_cast<size_t>(bt))));
-  while (at < query_blocks) {
-    const int64_t first = at / chunk_blocks_ * chunk_blocks_;
-    const int64_t full_end = first + chunk_blocks_;
-    // The whole chunk, or else the longest shorter one (a sequence's last chunk) the tiers know:
-    // candidates longest first, asked of each tier at once (one round trip for Redis).
-    std::vector<kvstore::TierKey> candidates;
-    for (int64_t e = std::min(full_end, query_blocks); e > at; --e)
-      candidates.push_back(TierKeyFor(keys[static_cast<size_t>(e - 1)], first));
-    const size_t found = chain_->ContainsAny(candidates);
-    const int64_t end = found < candidates.size()
-                            ? std::min(full_end, query_blocks) - static_cast<int64_t>(found)
-                            : 0;
-    if (end == 0) {
-      chain_->CountMiss();
-      break;
-    }
-    if (!LoadChunk(seq, query, keys, first, end - first, at, salt)) break;
+  const int64_t usable_blocks = f.usable / bt;
+  for (const FetchedChunk& c : f.chunks) {
+    // A chunk may reach past the usable blocks (it holds the block of the last token): only
+    // blocks before that are used.
+    const int64_t end = std::min(c.first + c.count, usable_blocks);
+    if (end <= at) continue;  // the hot cache holds it now
+    if (c.first > at) break;  // a gap: blocks the hot cache held when asked but lost since
+    if (!cache_->EnsureTokens(seq, end * bt)) break;
+    const std::vector<int32_t>& blocks = *cache_->Blocks(seq);
+    if (static_cast<int64_t>(blocks.size()) < end) break;
+    for (int64_t k = at; k < end; ++k)
+      cache_->mutable_store().WriteBlock(
+          blocks[static_cast<size_t>(k)],
+          c.raw.data() + static_cast<size_t>(k - c.first) * block_bytes_);
+    ++stats_.loaded_chunks;
     at = end;
-    if (end < full_end) break;  // a shorter chunk ends its sequence's stored prefix
   }
-  const int64_t now = std::max(have, at * bt);
+  return std::max(have, at * bt);
+}
+
+int64_t KvOffload::LoadPrefix(int64_t seq, std::span<const int32_t> query, std::string_view salt,
+                              int64_t have) {
+  auto it = fetches_.find(seq);
+  if (it == fetches_.end()) return have;
+  const std::shared_ptr<Fetch> f = std::move(it->second);
+  fetches_.erase(it);
+  f->cancelled.store(true, std::memory_order_relaxed);  // a fetch still running stops early
+  if (f->gave_up || !f->done.load(std::memory_order_acquire) || !cache_->Contains(seq)) return have;
+  // The waiting sequence's tokens do not change, but a sequence re-queued for recompute asks
+  // again with more: only a fetch for exactly this query is used.
+  if (static_cast<int64_t>(query.size()) != f->usable ||
+      !std::equal(query.begin(), query.end(), f->tokens.begin()) || f->salt != salt)
+    return have;
+  const int64_t now = CopyFetched(seq, *f, have);
   stats_.loaded_tokens += now - have;
   return now;
 }
 
+void KvOffload::WaitForLoads(std::chrono::microseconds max_wait) {
+  auto wait = max_wait;
+  const auto now = std::chrono::steady_clock::now();
+  bool any = false;
+  for (const auto& [seq, f] : fetches_) {
+    if (f->gave_up || f->done.load(std::memory_order_acquire)) continue;
+    any = true;
+    wait = std::min(wait, std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::max(f->deadline - now, std::chrono::steady_clock::duration{})));
+  }
+  if (any) loader_->WaitForProgress(wait);
+}
+
+bool KvOffload::loads_pending() const {
+  for (const auto& [seq, f] : fetches_)
+    if (!f->gave_up && !f->done.load(std::memory_order_acquire)) return true;
+  return false;
+}
+
+void KvOffload::Forget(int64_t seq) {
+  progress_.erase(seq);
+  if (auto it = fetches_.find(seq); it != fetches_.end()) {
+    it->second->cancelled.store(true, std::memory_order_relaxed);
+    fetches_.erase(it);
+  }
+}
+
 KvOffloadStats KvOffload::stats() const {
   KvOffloadStats s = stats_;
+  s.rejected_chunks = rejected_chunks_.load(std::memory_order_relaxed);
   s.dropped_writes = chain_->dropped_writes();
   s.tiers = chain_->stats();
   return s;

@@ -7,11 +7,16 @@
 // (kvmeta/block_hash.h) of its last block, mixed with its first block's index, under the KV
 // fingerprint, so one key names one range of content for one model and format, across
 // processes and chunk sizes. Writes copy the blocks' bytes on the
-// engine thread (a memcpy) and leave compression and I/O to the chain's writer. Loads are
-// verified in full (kvstore/kv_chunk.h); anything that fails is a miss and is recomputed.
-// Thread-safety: engine thread only (the chain it owns is thread-safe).
+// engine thread (a memcpy) and leave compression and I/O to the chain's writer. Loads run on a
+// loader thread (kvstore/tier_loader.h): a waiting sequence asks for its chunks (Loading), is
+// admitted once they are fetched, decoded and verified in full (kvstore/kv_chunk.h), and then
+// only copies them into its blocks (LoadPrefix). Anything that fails, or is not there by the
+// time-out, is a miss and is recomputed (docs/adr/0013-async-tier-loads.md).
+// Thread-safety: engine thread only (the chain and the loader it owns are thread-safe).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -26,6 +31,7 @@
 #include "kvstore/kv_chunk.h"
 #include "kvstore/paged_kv_cache.h"
 #include "kvstore/tier_chain.h"
+#include "kvstore/tier_loader.h"
 
 namespace kvforge::model {
 class Model;
@@ -44,6 +50,7 @@ struct KvOffloadStats {
   int64_t stored_chunks = 0;    // chunks queued for the tiers
   int64_t rejected_chunks = 0;  // found but failed verification (recomputed)
   int64_t dropped_writes = 0;   // chunks the write queue had no room for
+  int64_t load_timeouts = 0;    // fetches not done by the time-out (their sequence recomputed)
   std::vector<KvTierStats> tiers;
 };
 
@@ -55,19 +62,36 @@ class KvOffload {
                                                    kvstore::PagedKvCache* cache);
   // From parts (tests): `chain` holds the tiers.
   KvOffload(kvstore::PagedKvCache* cache, std::unique_ptr<kvstore::TierChain> chain,
-            uint64_t fingerprint, int64_t chunk_blocks, kvstore::ChunkCompression compression);
+            uint64_t fingerprint, int64_t chunk_blocks, kvstore::ChunkCompression compression,
+            std::chrono::milliseconds load_timeout = std::chrono::milliseconds(1000));
+  ~KvOffload();  // stops the loader before the chain it reads goes
 
   // `seq` has computed tokens [0, n) into its blocks: queues each complete chunk not yet below.
   // final: the sequence is finishing, so a last partial chunk goes too.
   void StoreComputed(int64_t seq, std::span<const int32_t> tokens, int64_t n, std::string_view salt,
                      bool final);
+  // Whether waiting `seq`, whose hot-cache hit is the first `have` tokens of `query`, should wait
+  // for the tiers before it is admitted. `query` is the part of `tokens` (the sequence's tokens)
+  // whose KV may be reused; the chunk that holds its end is looked up by the keys of `tokens`,
+  // so an exact repeat of a stored sequence loads its last chunk too (all but the block that
+  // holds the last token, which must be computed). The first call starts fetching the chunks after
+  // the hit on the loader thread, waits a grace of 2 ms for it, and says true if it is still
+  // running; later calls say true while that fetch runs. False when there is nothing below the hit
+  // to look for, once the fetch is done, or once it has run past the time-out (the sequence then
+  // recomputes what it would have brought).
+  bool Loading(int64_t seq, std::span<const int32_t> tokens, std::span<const int32_t> query,
+               std::string_view salt, int64_t have);
   // Resident `seq` holds the first `have` tokens of `query` (a hot-cache hit; in radix mode it may
-  // end inside a block, which is then the sequence's own copy).
-  // Loads the chunks that follow from the tiers into new blocks of `seq`; returns the tokens it
-  // holds now (>= have).
+  // end inside a block, which is then the sequence's own copy). Copies the chunks its finished
+  // fetch brought that follow the hit into new blocks of `seq`; returns the tokens it holds now
+  // (>= have). Never waits for a tier: with no finished fetch it returns `have`.
   int64_t LoadPrefix(int64_t seq, std::span<const int32_t> query, std::string_view salt,
                      int64_t have);
-  void Forget(int64_t seq) { progress_.erase(seq); }
+  // For an engine with nothing to step but loads: blocks until a fetch finishes, the earliest
+  // time-out passes, or `max_wait` does.
+  void WaitForLoads(std::chrono::microseconds max_wait);
+  bool loads_pending() const;
+  void Forget(int64_t seq);
 
   KvOffloadStats stats() const;
   std::string Describe() const;  // for the start-up log
@@ -84,23 +108,60 @@ class KvOffload {
                              std::string_view salt) const;
   // The tier key of the chunk that starts at block `first` and ends with the block keyed `last`.
   kvstore::TierKey TierKeyFor(const kvmeta::BlockKey& last, int64_t first) const;
+  // A verified chunk a fetch brought: blocks [first, first + count) of its query.
+  struct FetchedChunk {
+    int64_t first = 0;
+    int64_t count = 0;
+    std::vector<uint8_t> raw;  // [count x block_bytes], the blocks as KvStore::ReadBlock wrote them
+  };
+  // One sequence's fetch, shared by the engine thread and the loader. The loader fills `chunks`
+  // and then sets `done` (release); the engine reads them after seeing it (acquire).
+  struct Fetch {
+    explicit Fetch(std::atomic<int64_t>* held_bytes) : held(held_bytes) {}
+    ~Fetch() { held->fetch_sub(bytes); }  // what it held leaves the prefetch budget
+    std::vector<int32_t> tokens;  // the sequence's tokens; chunks are keyed and checked by them
+    int64_t usable = 0;           // tokens [0, usable) may be loaded (checked again at admission)
+    std::string salt;
+    int64_t from_block = 0;  // the first block not in the hot hit when it was asked for
+    std::chrono::steady_clock::time_point deadline;
+    std::vector<FetchedChunk> chunks;  // in block order, contiguous from from_block's chunk
+    int64_t bytes = 0;                 // raw bytes in chunks, counted in *held
+    std::atomic<int64_t>* held;
+    std::atomic<bool> cancelled{false};
+    std::atomic<bool> done{false};
+    bool gave_up = false;  // engine thread: past the time-out; the sequence recomputes
+  };
   kvstore::ChunkMeta Meta(const std::vector<kvmeta::BlockKey>& keys, int64_t first, int64_t count,
                           std::string_view salt) const;
   void StoreChunk(int64_t seq, std::span<const int32_t> tokens, const Progress& p, int64_t first,
                   int64_t count, std::string_view salt);
-  // Tries the chunk [first, first + count) of `query`; true when its blocks [from, ...) are now
-  // written into `seq`.
-  bool LoadChunk(int64_t seq, std::span<const int32_t> query,
-                 const std::vector<kvmeta::BlockKey>& keys, int64_t first, int64_t count,
-                 int64_t from, std::string_view salt);
+  // Blocks until `f` is done or `grace` passes; whether it is done.
+  bool WaitForFetch(const Fetch& f, std::chrono::microseconds grace);
+  // Loader thread: finds, fetches and verifies the chunks of `f`'s tokens from its first block on,
+  // stopping at the first one no tier has, a failure, a cancel, or the prefetch byte budget.
+  void RunFetch(Fetch* f);
+  // Fetches and verifies the chunk [first, first + count) of `tokens`; false if it is not usable.
+  bool FetchChunk(std::span<const int32_t> tokens, const std::vector<kvmeta::BlockKey>& keys,
+                  int64_t first, int64_t count, std::string_view salt, FetchedChunk* out);
+  // Writes `f`'s chunks that continue the hot hit of `have` tokens into `seq`; returns its tokens.
+  int64_t CopyFetched(int64_t seq, const Fetch& f, int64_t have);
 
   kvstore::PagedKvCache* cache_;
   std::unique_ptr<kvstore::TierChain> chain_;
   const uint64_t fingerprint_;
   const int64_t chunk_blocks_;
   const kvstore::ChunkCompression compression_;
+  const std::chrono::milliseconds load_timeout_;
+  const int64_t block_tokens_;  // the cache's, read once (the loader must not touch the cache)
+  const uint64_t block_bytes_;  // one block over all layers
+  const int64_t prefetch_budget_bytes_;  // fetched bytes held at most (the hot pool's size)
   std::unordered_map<int64_t, Progress> progress_;
   KvOffloadStats stats_;
+  std::atomic<int64_t> rejected_chunks_{0};  // counted by the loader
+  std::atomic<int64_t> held_bytes_{0};       // raw bytes held by fetches (declared before them)
+  std::unordered_map<int64_t, std::shared_ptr<Fetch>> fetches_;  // by waiting sequence
+  // Last: destroyed first, so no job runs once the members above start going.
+  std::unique_ptr<kvstore::TierLoader> loader_;
 };
 
 }  // namespace kvforge::engine

@@ -57,6 +57,17 @@ int64_t EngineKvSpace::InflightPrefixTokens(int64_t seq, int64_t num_tokens) con
   return k * cache_->block_tokens();
 }
 
+bool EngineKvSpace::PrefixLoading(int64_t seq, int64_t num_tokens) {
+  if (offload_ == nullptr || !prefix_caching() || cache_->Contains(seq)) return false;
+  const SeqTokens t = tokens_(seq);
+  const auto q = Query(t, num_tokens);
+  if (q.empty()) return false;
+  const auto all = std::span<const int32_t>(*t.tokens).first(
+      std::min<size_t>(static_cast<size_t>(num_tokens), t.tokens->size()));
+  return offload_->Loading(seq, all, q, t.salt,
+                           cache_->prefix_cache()->Match(q, t.salt).num_tokens);
+}
+
 int64_t EngineKvSpace::AttachCachedPrefix(int64_t seq, int64_t num_tokens) {
   if (!prefix_caching() || cache_->Contains(seq)) return 0;
   const SeqTokens t = tokens_(seq);

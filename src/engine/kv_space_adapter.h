@@ -49,6 +49,7 @@ class EngineKvSpace final : public sched::KvSpace {
   bool prefix_caching() const override;
   int64_t CachedPrefixTokens(int64_t seq, int64_t num_tokens) const override;
   int64_t InflightPrefixTokens(int64_t seq, int64_t num_tokens) const override;
+  bool PrefixLoading(int64_t seq, int64_t num_tokens) override;
   int64_t AttachCachedPrefix(int64_t seq, int64_t num_tokens) override;
   void OnComputed(int64_t seq, int64_t num_computed, bool in_prefill) override;
 

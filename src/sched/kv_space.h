@@ -56,6 +56,9 @@ class KvSpace {
   // Tokens of unknown `seq` that are cached or being prefilled by running sequences (the cache
   // will hold them after those prefills finish): waiting a step or two may save recomputing them.
   virtual int64_t InflightPrefixTokens(int64_t /*seq*/, int64_t /*num_tokens*/) const { return 0; }
+  // Whether unknown `seq` waits for KV of its prefix coming from elsewhere (offload tiers): the
+  // first call may start that transfer. The scheduler admits it later and, meanwhile, others.
+  virtual bool PrefixLoading(int64_t /*seq*/, int64_t /*num_tokens*/) { return false; }
   // Creates unknown `seq` holding its cached prefix; returns the tokens now computed (0: none).
   virtual int64_t AttachCachedPrefix(int64_t /*seq*/, int64_t /*num_tokens*/) { return 0; }
   // The scheduler committed K/V for tokens [0, num_computed) of `seq` (in_prefill: still in its

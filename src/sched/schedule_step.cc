@@ -301,6 +301,15 @@ bool Scheduler::Impl::DeferForInflightPrefix(const Req& r) const {
   return false;
 }
 
+bool Scheduler::Impl::WaitsForPrefixLoad(const Req& r) const {
+  if (!kv->prefix_caching()) return false;
+  for (const SeqState& s : r.seqs) {
+    if (Complete(r, s) || s.kv_slots != 0 || s.num_computed != 0) continue;
+    return kv->PrefixLoading(s.id, s.num_tokens);  // the first sequence: its siblings share it
+  }
+  return false;
+}
+
 void Scheduler::Impl::AttachPrefixes(Req* r) {
   if (!kv->prefix_caching()) return;
   int64_t first_hit = 0;
@@ -336,6 +345,13 @@ void Scheduler::Impl::AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt)
       auto first = std::find_if(r->seqs.begin(), r->seqs.end(),
                                 [r](const SeqState& s) { return !Complete(*r, s); });
       if (first != r->seqs.end() && PrefillChunk(*first, *b) == 0) break;
+    }
+    if (WaitsForPrefixLoad(*r)) {
+      // Its room stays reserved, so the requests behind it are admitted only beside it.
+      ++stats.num_prefix_load_waits;
+      *avail -= need;
+      reserved += SeqReservation(*r);
+      continue;
     }
     waiting.erase(RankOf(*r));
     aging.erase(r->arrival);

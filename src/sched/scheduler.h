@@ -170,6 +170,7 @@ struct SchedulerStats {
   int64_t num_swap_ins = 0;
   int64_t num_steps = 0;              // Schedule() calls
   int64_t num_prefix_deferrals = 0;   // admissions held back for an in-flight shared prefix
+  int64_t num_prefix_load_waits = 0;  // admissions held back while the KV space loads a prefix
   int64_t num_itl_limited_steps = 0;  // steps whose prefill max_itl_ms cut
 };
 

@@ -118,6 +118,8 @@ struct Scheduler::Impl {
   std::vector<Req*> AdmissionOrder() const;
   // True when `r` should wait for a prefix another running request is computing.
   bool DeferForInflightPrefix(const Req& r) const;
+  // Whether the KV space is still bringing r's prefix from elsewhere (KvSpace::PrefixLoading).
+  bool WaitsForPrefixLoad(const Req& r) const;
   // Gives the fresh sequences of `r` their cached prefixes (num_computed = hit).
   void AttachPrefixes(Req* r);
 

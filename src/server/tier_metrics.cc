@@ -56,6 +56,12 @@ std::string RenderTierMetrics(const EngineStats& s) {
         s.kv_offload_rejected_chunks);
   total("kvforge_kv_offload_dropped_writes_total",
         "KV chunks not offloaded because the write queue was full.", s.kv_offload_dropped_writes);
+  total("kvforge_kv_offload_load_timeouts_total",
+        "Requests admitted without their offloaded chunks, still loading at the time-out.",
+        s.kv_offload_load_timeouts);
+  total("kvforge_kv_offload_load_waits_total",
+        "Admissions put off for a step while a request's chunks were loading.",
+        s.kv_offload_load_waits);
   using T = KvTierStats;
   PerTier(&out, s, "kvforge_kv_tier_hits_total", "counter", "Chunk lookups that found the chunk.",
           [](const T& t) { return static_cast<double>(t.hits); });

@@ -368,6 +368,8 @@ contains "offload redis unreachable message" "$TMP/err" "kv_offload_redis"
 check "offload redis bad url" 1 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-redis "127.0.0.1:6379" --no-progress
 contains "offload redis bad url message" "$TMP/err" "redis://"
 check "offload redis bad timeout" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-redis "redis://127.0.0.1:1" --kv-offload-redis-timeout 0 --no-progress
+check "offload bad load timeout" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-load-timeout 0 --no-progress
+contains "offload bad load timeout message" "$TMP/err" "kv-offload-load-timeout"
 start_serve() {  # start_serve NAME ARGS...: sets SERVE_URL (empty on failure), SERVE_PID
   local name="$1"; shift
   "$KVF" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
@@ -406,6 +408,8 @@ if [[ -n "${KVF_REDIS_URL:-}" ]]; then
   if [[ -n "$HITS" ]] && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$HITS"; then
     pass=$((pass + 1)); else
     fail=$((fail + 1)); echo "FAIL: instance B had no redis hits ($HITS)"; grep kv_tier "$TMP/redis-b.metrics" | head; fi
+  contains "serve b reports load waits" "$TMP/redis-b.metrics" "kvforge_kv_offload_load_waits_total"
+  contains "serve b reports load timeouts" "$TMP/redis-b.metrics" "kvforge_kv_offload_load_timeouts_total"
 else
   echo "note: KVF_REDIS_URL not set (run under scripts/with_redis.sh): shared-Redis serve checks skipped"
 fi

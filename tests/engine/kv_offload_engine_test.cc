@@ -4,7 +4,9 @@
 // loads what the previous one stored; corrupt or truncated files are refused and recomputed; KV of
 // another format in the same directory is never loaded; impossible configurations are refused.
 // With a real redis-server (started here on a random loopback port): a second engine loads what
-// the first stored, and a killed or stopped server mid-run changes no output.
+// the first stored, a killed or stopped server mid-run changes no output, a stopped server
+// never stalls the other requests' steps (loads run on the loader thread), and a load that
+// outlives its time-out is recomputed.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_core.h"
+#include "engine/llm_internal.h"
 #include "kvforge/config_names.h"
 #include "kvforge/llm.h"
 #include "support/redis_server.h"
@@ -212,6 +216,20 @@ TEST(KvOffloadEngine, ANewEngineLoadsWhatThePreviousOneLeftOnDisk) {
   EXPECT_GT(warm.stats.kv_tiers[0].chunks, 0) << "the index was rebuilt from the files";
 }
 
+TEST(KvOffloadEngine, AnExactRepeatLoadsAllButTheLastTokensBlock) {
+  // 96 tokens: three 32-token chunks. The last token's block is computed again (its logits are
+  // needed); the chunk that holds it is still found and its first block loaded.
+  const Prompts prompt = Conversations(1, 96);
+  TempDir dir;
+  EngineConfig c = SmallPool();
+  c.kv_offload_disk = dir.path();
+  const RoundsRun first = RunRounds(c, prompt, 1);
+  const RoundsRun repeat = RunRounds(c, prompt, 1);  // a new engine: only the disk knows it
+  EXPECT_EQ(repeat.ids, first.ids);
+  EXPECT_EQ(repeat.stats.kv_offload_loaded_tokens, 96 - 16);
+  EXPECT_EQ(repeat.cached_tokens, 96 - 16);
+}
+
 TEST(KvOffloadEngine, CorruptOrTruncatedFilesAreRefusedAndRecomputed) {
   const Prompts prompts = SharedPrefixPrompts();
   TempDir dir;
@@ -307,6 +325,106 @@ TEST(KvOffloadEngine, AKilledOrStoppedRedisChangesNoOutput) {
     EXPECT_GT(st.kv_offload_loaded_tokens, 0) << "before the failure the tier served";
     redis.Resume();
   }
+}
+
+// Engine B on a Redis that engine A filled with prompt P's chunks: Q runs, Redis stops, P
+// arrives and must load from it. Returns after Q finished; P is still waiting then.
+struct StalledLoad {
+  std::vector<int32_t> q_ids;
+  bool p_started = false;  // P had a token when Q finished
+  int64_t waits = 0;       // admissions of P put off by then
+};
+
+StalledLoad RunQWhileRedisStops(EngineCore* core, testing::RedisServer* redis,
+                                const std::vector<int32_t>& p, const std::vector<int32_t>& q,
+                                std::vector<int32_t>* p_ids, bool* p_done) {
+  StalledLoad out;
+  bool q_started = false, q_done = false;
+  auto qid = core->AddRequest(
+      q, Greedy(16),
+      [&](const RequestOutput& o) {
+        q_started = true;
+        if (o.finished) {
+          out.q_ids = o.outputs.at(0).token_ids;
+          q_done = true;
+        }
+      },
+      0);
+  EXPECT_TRUE(qid.ok());
+  // Q's own look in Redis (a miss) must be over before Redis stops.
+  for (int steps = 0; !q_started && steps < 2000; ++steps) EXPECT_TRUE(core->Step().ok());
+  EXPECT_TRUE(q_started);
+  redis->Pause();
+  auto pid = core->AddRequest(
+      p, Greedy(16),
+      [p_ids, p_done](const RequestOutput& o) {
+        *p_ids = o.outputs.at(0).token_ids;
+        if (o.finished) *p_done = true;
+      },
+      0);
+  EXPECT_TRUE(pid.ok());
+  for (int steps = 0; !q_done && steps < 2000; ++steps) EXPECT_TRUE(core->Step().ok());
+  EXPECT_TRUE(q_done) << "Q did not finish while Redis was stopped: a step waited for it";
+  out.p_started = !p_ids->empty();
+  out.waits = core->Stats().kv_offload_load_waits;
+  return out;
+}
+
+TEST(KvOffloadEngine, AStoppedRedisNeverStallsAStep) {
+  if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
+  const Prompts prompts = Conversations(2, 96);
+  const RoundsRun want = RunRounds(SmallPool(), prompts, 1, true);  // ids[0]: P, ids[1]: Q
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.ok());
+  EngineConfig c = SmallPool();
+  c.kv_offload_redis = redis.url();
+  RunRounds(c, {prompts[0]}, 1);          // engine A stores P (its destructor flushes the writes)
+  c.kv_offload_redis_timeout_ms = 20000;  // a stopped server holds each call this long
+  c.kv_offload_load_timeout_ms = 60000;
+  LLM llm(c);
+  ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+  EngineCore* core = engine::CoreOf(llm);
+  std::vector<int32_t> p_ids;
+  bool p_done = false;
+  const StalledLoad s = RunQWhileRedisStops(core, &redis, prompts[0], prompts[1], &p_ids, &p_done);
+  redis.Resume();
+  EXPECT_EQ(s.q_ids, want.ids[1]);
+  EXPECT_FALSE(s.p_started) << "P was admitted before its chunks came";
+  EXPECT_GT(s.waits, 0);
+  for (int steps = 0; !p_done && steps < 5000; ++steps) ASSERT_TRUE(core->Step().ok());
+  ASSERT_TRUE(p_done) << "P did not finish once Redis came back";
+  EXPECT_EQ(p_ids, want.ids[0]);
+  const EngineStats st = llm.stats();
+  EXPECT_GT(st.kv_offload_loaded_tokens, 0) << "P's prefix came from Redis";
+  EXPECT_EQ(st.kv_offload_load_timeouts, 0);
+}
+
+TEST(KvOffloadEngine, ALoadPastItsTimeOutIsRecomputed) {
+  if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
+  const Prompts prompts = Conversations(2, 96);
+  const RoundsRun want = RunRounds(SmallPool(), prompts, 1, true);
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.ok());
+  EngineConfig c = SmallPool();
+  c.kv_offload_redis = redis.url();
+  RunRounds(c, {prompts[0]}, 1);
+  c.kv_offload_redis_timeout_ms = 20000;
+  c.kv_offload_load_timeout_ms = 30;
+  LLM llm(c);
+  ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+  EngineCore* core = engine::CoreOf(llm);
+  std::vector<int32_t> p_ids;
+  bool p_done = false;
+  const StalledLoad s = RunQWhileRedisStops(core, &redis, prompts[0], prompts[1], &p_ids, &p_done);
+  EXPECT_EQ(s.q_ids, want.ids[1]);
+  // Redis stays stopped: P gives up on it after 30 ms and computes its prompt.
+  for (int steps = 0; !p_done && steps < 5000; ++steps) ASSERT_TRUE(core->Step().ok());
+  ASSERT_TRUE(p_done) << "P never gave up on the stopped Redis";
+  EXPECT_EQ(p_ids, want.ids[0]);
+  const EngineStats st = llm.stats();
+  EXPECT_EQ(st.kv_offload_load_timeouts, 1);
+  EXPECT_EQ(st.kv_offload_loaded_tokens, 0);
+  redis.Resume();  // lets the loader's call return before the engine goes
 }
 
 TEST(KvOffloadEngine, AnUnreachableRedisAtStartIsAClearError) {

@@ -163,10 +163,14 @@ def test_kv_offload_redis_tier_is_shared_by_two_engines():
         assert out.outputs[0].token_ids == want
         st = second.stats()
         assert st["kv_offload_loaded_tokens"] >= 32
+        assert st["kv_offload_load_waits"] >= 0  # steps it waited past the first 2 ms
+        assert st["kv_offload_load_timeouts"] == 0
         assert [t["name"] for t in st["kv_tiers"]] == ["redis"]
         assert st["kv_tiers"][0]["hits"] >= 1
     with pytest.raises(ValueError, match="redis://"):
         LLM(**dict(opts, kv_offload_redis="localhost:6379"))
+    with pytest.raises(ValueError, match="kv_offload_load_timeout_ms"):
+        LLM(**dict(opts, kv_offload_load_timeout_ms=0))
 
 
 @pytest.mark.parametrize("dtype", [d for d in kvforge.kv_cache_dtypes()])

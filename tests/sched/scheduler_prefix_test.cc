@@ -1,7 +1,8 @@
 // Cache-aware scheduling with a prefix-caching KvSpace: admission attaches the cached prefix
 // (the first chunk starts after it), waiting requests are admitted longest cached prefix first
 // within their priority class, aged requests still go first, and a request whose prefix a running
-// request is prefilling waits for it (but not forever, and never when nothing runs).
+// request is prefilling waits for it (but not forever, and never when nothing runs), and a
+// request whose prefix the space is still loading waits beside the others, its room kept.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -36,6 +37,14 @@ class PrefixSpace final : public KvSpace {
   int64_t InflightPrefixTokens(int64_t seq, int64_t) const override {
     return std::max(Get(cached, seq), Get(inflight, seq));
   }
+  // Says "loading" for the first loading[seq] questions about seq.
+  bool PrefixLoading(int64_t seq, int64_t) override {
+    asked_loading[seq]++;
+    auto it = loading.find(seq);
+    if (it == loading.end() || it->second <= 0) return false;
+    --it->second;
+    return true;
+  }
   int64_t AttachCachedPrefix(int64_t seq, int64_t) override {
     const int64_t hit = Get(cached, seq);
     if (hit > 0 && !inner_.Grow(seq, hit)) return 0;
@@ -44,7 +53,7 @@ class PrefixSpace final : public KvSpace {
   }
   void OnComputed(int64_t seq, int64_t n, bool) override { computed[seq] = n; }
 
-  std::map<int64_t, int64_t> cached, inflight, attached, computed;
+  std::map<int64_t, int64_t> cached, inflight, attached, computed, loading, asked_loading;
 
  private:
   static int64_t Get(const std::map<int64_t, int64_t>& m, int64_t k) {
@@ -159,6 +168,53 @@ TEST(SchedulerPrefixTest, NothingRunningMeansNoDeferral) {
   StepPlan p = s.Schedule();
   ASSERT_EQ(p.chunks.size(), 1u);
   EXPECT_EQ(p.chunks[0].request, 1);
+}
+
+// Commits a plan with one token for every sampled chunk; an empty plan has nothing to commit.
+void Commit(Scheduler& s, const StepPlan& p) {
+  if (p.empty()) return;
+  std::vector<SeqOutcome> seqs;
+  for (const auto& c : p.chunks)
+    if (c.sample) seqs.push_back({c.seq, true});
+  ASSERT_TRUE(s.OnStepDone(p, seqs, {}).ok());
+}
+
+TEST(SchedulerPrefixTest, ARequestWhosePrefixIsLoadingWaitsWhileOthersRun) {
+  PrefixSpace kv(64, 16);
+  Scheduler s(Config(8), &kv);
+  kv.loading = {{10, 3}};  // three questions answered "still loading"
+  ASSERT_TRUE(s.AddRequest({.id = 1, .seq = 10, .prompt_tokens = 60, .max_new_tokens = 2}).ok());
+  ASSERT_TRUE(s.AddRequest({.id = 2, .seq = 20, .prompt_tokens = 40, .max_new_tokens = 8}).ok());
+  for (int step = 0; step < 3; ++step) {
+    StepPlan q = s.Schedule();
+    ASSERT_FALSE(q.empty()) << "step " << step << ": request 2 goes on while 1 loads";
+    for (const auto& c : q.chunks) EXPECT_EQ(c.request, 2) << "step " << step;
+    Commit(s, q);
+  }
+  EXPECT_EQ(s.Stats().num_prefix_load_waits, 3);
+  StepPlan r = s.Schedule();
+  bool admitted = false;
+  for (const auto& c : r.chunks) admitted |= c.request == 1 && c.pos0 == 0;
+  EXPECT_TRUE(admitted) << "loaded: admitted";
+  EXPECT_EQ(kv.asked_loading[10], 4);
+  Commit(s, r);
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
+TEST(SchedulerPrefixTest, ALoadingRequestKeepsItsRoom) {
+  // 6 blocks of 16: request 1 (60 tokens, 4 blocks) loads; request 2 (40 tokens, 3 blocks) fits
+  // only if 1's room is given away, so it waits for 1 as plain FCFS would.
+  PrefixSpace kv(6, 16);
+  Scheduler s(Config(8), &kv);
+  kv.loading = {{10, 2}};
+  ASSERT_TRUE(s.AddRequest({.id = 1, .seq = 10, .prompt_tokens = 60, .max_new_tokens = 2}).ok());
+  ASSERT_TRUE(s.AddRequest({.id = 2, .seq = 20, .prompt_tokens = 40, .max_new_tokens = 2}).ok());
+  for (int step = 0; step < 2; ++step) EXPECT_TRUE(s.Schedule().empty()) << "step " << step;
+  StepPlan r = s.Schedule();
+  ASSERT_FALSE(r.chunks.empty());
+  EXPECT_EQ(r.chunks[0].request, 1);
+  Commit(s, r);
+  EXPECT_TRUE(s.CheckInvariants().ok());
 }
 
 TEST(SchedulerPrefixTest, CommitsReportComputedTokens) {

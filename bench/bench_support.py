@@ -18,6 +18,23 @@ def make_llama(kvforge, dim, layers, out, ctx=None):
     subprocess.run(cmd, check=True, capture_output=True)
 
 
+def start_listening(cmd, log):
+    """Starts `kvforge serve` or `kvforge route` (stderr to `log`); returns the process and the
+    URL from its "listening on" line, or exits after 30 s without one."""
+    f = open(log, "w")
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
+    for _ in range(300):
+        with open(log) as g:
+            for line in g:
+                if "listening on http://" in line:
+                    return p, line.strip().split("listening on ")[1]
+        if p.poll() is not None:
+            break
+        time.sleep(0.1)
+    p.kill()
+    raise SystemExit(f"{' '.join(cmd[:2])} did not start (see {log})")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

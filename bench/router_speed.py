@@ -29,28 +29,13 @@ import threading
 import time
 import urllib.request
 
-from bench_support import make_llama
+from bench_support import make_llama, start_listening
 
 
 POLICIES = ["round_robin", "cache_aware"]
 WORDS = ("the a little girl boy dog cat tree park ball sun day happy sad big small red blue "
          "green went saw played ran jumped found lost friend mom dad house garden flower bird "
          "sky water rain snow toy box car boat fish cake cookie apple tall short fast slow").split()
-
-
-def start(cmd, log):
-    f = open(log, "w")
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
-    for _ in range(300):
-        with open(log) as g:
-            for line in g:
-                if "listening on http://" in line:
-                    return p, line.strip().split("listening on ")[1]
-        if p.poll() is not None:
-            break
-        time.sleep(0.1)
-    p.kill()
-    raise SystemExit(f"router_speed: {' '.join(cmd[:2])} did not start (see {log})")
 
 
 def conversations(a):
@@ -89,11 +74,11 @@ def stream_request(url, prompt, max_tokens):
 def run_policy(a, model, policy, tmp):
     workers, urls = [], []
     for i in range(a.workers):
-        p, u = start([a.kvforge, "serve", "--model", model, "--port", "0", "--threads", "1",
+        p, u = start_listening([a.kvforge, "serve", "--model", model, "--port", "0", "--threads", "1",
                       "--kv-cache-memory", a.pool, "--no-webui"], os.path.join(tmp, f"w{i}.log"))
         workers.append(p)
         urls.append(u)
-    router, rurl = start([a.kvforge, "route", "--port", "0", "--workers", ",".join(urls),
+    router, rurl = start_listening([a.kvforge, "route", "--port", "0", "--workers", ",".join(urls),
                           "--policy", policy], os.path.join(tmp, "route.log"))
     try:
         convs = conversations(a)

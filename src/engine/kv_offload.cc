@@ -339,7 +339,7 @@ bool KvOffload::FetchChunk(std::span<const int32_t> tokens,
   return true;
 }
 
-int64_t KvOffload::CopyFetched(int64_t seq, const Fetch& f, int64_t have) {
+int64_t KvOffload::CopyFetched(int64_t seq, const Fetch& f, int64_t have, int64_t* in_tiers_to) {
   const int64_t bt = block_tokens_;
   // First block not wholly held. A hit that ends inside a block (radix mode) holds that block as
   // its own copy (PagedKvCache::AttachPrefix), so a chunk loaded over it overwrites only a
@@ -360,6 +360,7 @@ int64_t KvOffload::CopyFetched(int64_t seq, const Fetch& f, int64_t have) {
           blocks[static_cast<size_t>(k)],
           c.raw.data() + static_cast<size_t>(k - c.first) * block_bytes_);
     ++stats_.loaded_chunks;
+    if (c.count == chunk_blocks_) *in_tiers_to = c.first + c.count;
     at = end;
   }
   return std::max(have, at * bt);
@@ -378,8 +379,13 @@ int64_t KvOffload::LoadPrefix(int64_t seq, std::span<const int32_t> query, std::
   if (static_cast<int64_t>(query.size()) != f->usable ||
       !std::equal(query.begin(), query.end(), f->tokens.begin()) || f->salt != salt)
     return have;
-  const int64_t now = CopyFetched(seq, *f, have);
+  int64_t in_tiers_to = 0;
+  const int64_t now = CopyFetched(seq, *f, have, &in_tiers_to);
   stats_.loaded_tokens += now - have;
+  // The whole chunks it brought are in the tiers already: StoreComputed starts after them (no
+  // second copy of them on this thread, nor a write the remote tier would refuse as a duplicate).
+  Progress& p = progress_[seq];
+  p.stored_blocks = std::max(p.stored_blocks, in_tiers_to);
   return now;
 }
 

@@ -144,7 +144,8 @@ class KvOffload {
   bool FetchChunk(std::span<const int32_t> tokens, const std::vector<kvmeta::BlockKey>& keys,
                   int64_t first, int64_t count, std::string_view salt, FetchedChunk* out);
   // Writes `f`'s chunks that continue the hot hit of `have` tokens into `seq`; returns its tokens.
-  int64_t CopyFetched(int64_t seq, const Fetch& f, int64_t have);
+  // *in_tiers_to: the end block of the last whole chunk used (0: none).
+  int64_t CopyFetched(int64_t seq, const Fetch& f, int64_t have, int64_t* in_tiers_to);
 
   kvstore::PagedKvCache* cache_;
   std::unique_ptr<kvstore::TierChain> chain_;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -218,16 +219,31 @@ TEST(KvOffloadEngine, ANewEngineLoadsWhatThePreviousOneLeftOnDisk) {
 
 TEST(KvOffloadEngine, AnExactRepeatLoadsAllButTheLastTokensBlock) {
   // 96 tokens: three 32-token chunks. The last token's block is computed again (its logits are
-  // needed); the chunk that holds it is still found and its first block loaded.
+  // needed); the chunk that holds it is still found and its first block loaded. 96 + 15 computed
+  // tokens are three chunks; the repeat loads all three and queues none again (with Redis
+  // nothing local would have said they are there).
   const Prompts prompt = Conversations(1, 96);
-  TempDir dir;
-  EngineConfig c = SmallPool();
-  c.kv_offload_disk = dir.path();
-  const RoundsRun first = RunRounds(c, prompt, 1);
-  const RoundsRun repeat = RunRounds(c, prompt, 1);  // a new engine: only the disk knows it
-  EXPECT_EQ(repeat.ids, first.ids);
-  EXPECT_EQ(repeat.stats.kv_offload_loaded_tokens, 96 - 16);
-  EXPECT_EQ(repeat.cached_tokens, 96 - 16);
+  for (const bool redis_tier : {false, true}) {
+    SCOPED_TRACE(redis_tier ? "redis" : "disk");
+    if (redis_tier && !testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
+    TempDir dir;
+    std::optional<testing::RedisServer> redis;
+    EngineConfig c = SmallPool();
+    if (redis_tier) {
+      redis.emplace();
+      ASSERT_TRUE(redis->ok());
+      c.kv_offload_redis = redis->url();
+    } else {
+      c.kv_offload_disk = dir.path();
+    }
+    const RoundsRun first = RunRounds(c, prompt, 1);
+    const RoundsRun repeat = RunRounds(c, prompt, 1);  // a new engine: only the tier knows it
+    EXPECT_EQ(repeat.ids, first.ids);
+    EXPECT_EQ(repeat.stats.kv_offload_loaded_tokens, 96 - 16);
+    EXPECT_EQ(repeat.cached_tokens, 96 - 16);
+    EXPECT_EQ(first.stats.kv_offload_stored_chunks, 3);
+    EXPECT_EQ(repeat.stats.kv_offload_stored_chunks, 0);
+  }
 }
 
 TEST(KvOffloadEngine, CorruptOrTruncatedFilesAreRefusedAndRecomputed) {

@@ -1,12 +1,20 @@
 """What the offload, router and Redis benchmarks share: the random-weight f16 llama they serve
 (heads of 64, the FFN at 8/3 of the width rounded to 32, written by `kvforge make-model`) and
 throw-away redis-server processes (a free loopback port, no persistence, an LRU-bounded memory)."""
+import json
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+
+def write_json(path, args, **results):
+    """The run's arguments and results, for `--json OUT`; nothing when path is empty."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(dict(args=vars(args), **results), f, indent=1)
 
 
 def make_llama(kvforge, dim, layers, out, ctx=None):

@@ -29,7 +29,7 @@ import sys
 import shutil
 import tempfile
 
-from bench_support import RedisServer, make_llama
+from bench_support import RedisServer, make_llama, write_json
 
 
 VARIANTS = ["off", "ram", "disk", "disk-warm", "redis", "redis-warm"]
@@ -116,9 +116,7 @@ def main():
         print(f"| {v} | {' / '.join(f'{t:.1f}' for t in ttft)} | {' / '.join(f'{x:.2f}' for x in r_ttft)} | "
               f"{statistics.median(r_ttft):.2f}x | {' / '.join(f'{t:.0f}' for t in tps)} | "
               f"{statistics.median(r_tps):.2f}x | {100 * statistics.median(loaded):.1f}% |")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(dict(args=vars(a), rows=rows, summary=summary), f, indent=1)
+    write_json(a.json, a, rows=rows, summary=summary)
     return 0
 
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_support import RedisServer, make_llama, start_cluster
+from bench_support import RedisServer, make_llama, start_cluster, write_json
 
 
 def ttft(a, model, extra):
@@ -81,9 +81,7 @@ def main():
         summary[v] = dict(ttft_ms=t, ratio=ratio, loaded=loaded)
         print(f"| {v} | {' / '.join('%.0f' % x for x in t)} | {statistics.median(ratio):.2f}x | "
               f"{100 * loaded:.1f}% |")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(dict(args=vars(a), rows=rows, summary=summary), f, indent=1)
+    write_json(a.json, a, rows=rows, summary=summary)
     return 0
 
 

@@ -28,7 +28,7 @@ import threading
 import time
 import urllib.request
 
-from bench_support import RedisServer, make_llama, start_listening
+from bench_support import RedisServer, make_llama, start_listening, write_json
 
 WORDS = ("the a little girl boy dog cat tree park ball sun day happy sad big small red blue "
          "green went saw played ran jumped found lost friend mom dad house garden").split()
@@ -143,9 +143,7 @@ def main():
         cached = " / ".join(str(x["p_cached"]) for x in rs) if rs[0]["p_ms"] else "-"
         print(f"| {v} | {' / '.join('%.0f' % x['max_gap_ms'] for x in rs)} | {ratio:.2f}x | "
               f"{statistics.median(x['median_gap_ms'] for x in rs):.1f} | {p_ms} | {cached} |")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(dict(args=vars(a), rows=rows), f, indent=1)
+    write_json(a.json, a, rows=rows)
     return 0
 
 

@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.request
 
-from bench_support import make_llama, start_listening
+from bench_support import make_llama, start_listening, write_json
 
 
 POLICIES = ["round_robin", "cache_aware"]
@@ -160,9 +160,7 @@ def main():
         qps = " / ".join("%.2f" % x["req_per_s"] for x in rs)
         print(f"| {pol} | {cached} | {ttft} | {statistics.median(tr):.2f}x | {qps} | "
               f"{statistics.median(qr):.2f}x |")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(dict(args=vars(a), rows=rows), f, indent=1)
+    write_json(a.json, a, rows=rows)
     return 0
 
 

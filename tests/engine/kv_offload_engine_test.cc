@@ -386,18 +386,25 @@ StalledLoad RunQWhileRedisStops(EngineCore* core, testing::RedisServer* redis,
   return out;
 }
 
+// Engine A stores P in `redis` (its destructor flushes the writes); returns the configuration of
+// engine B on the same server, whose calls a stopped server holds for 20 s.
+EngineConfig StoreThenConfigB(const testing::RedisServer& redis, const std::vector<int32_t>& p,
+                              int64_t load_timeout_ms) {
+  EngineConfig c = SmallPool();
+  c.kv_offload_redis = redis.url();
+  RunRounds(c, {p}, 1);
+  c.kv_offload_redis_timeout_ms = 20000;
+  c.kv_offload_load_timeout_ms = load_timeout_ms;
+  return c;
+}
+
 TEST(KvOffloadEngine, AStoppedRedisNeverStallsAStep) {
   if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
   const Prompts prompts = Conversations(2, 96);
   const RoundsRun want = RunRounds(SmallPool(), prompts, 1, true);  // ids[0]: P, ids[1]: Q
   testing::RedisServer redis;
   ASSERT_TRUE(redis.ok());
-  EngineConfig c = SmallPool();
-  c.kv_offload_redis = redis.url();
-  RunRounds(c, {prompts[0]}, 1);          // engine A stores P (its destructor flushes the writes)
-  c.kv_offload_redis_timeout_ms = 20000;  // a stopped server holds each call this long
-  c.kv_offload_load_timeout_ms = 60000;
-  LLM llm(c);
+  LLM llm(StoreThenConfigB(redis, prompts[0], 60000));
   ASSERT_TRUE(llm.ok()) << llm.status().ToString();
   EngineCore* core = engine::CoreOf(llm);
   std::vector<int32_t> p_ids;
@@ -421,12 +428,7 @@ TEST(KvOffloadEngine, ALoadPastItsTimeOutIsRecomputed) {
   const RoundsRun want = RunRounds(SmallPool(), prompts, 1, true);
   testing::RedisServer redis;
   ASSERT_TRUE(redis.ok());
-  EngineConfig c = SmallPool();
-  c.kv_offload_redis = redis.url();
-  RunRounds(c, {prompts[0]}, 1);
-  c.kv_offload_redis_timeout_ms = 20000;
-  c.kv_offload_load_timeout_ms = 30;
-  LLM llm(c);
+  LLM llm(StoreThenConfigB(redis, prompts[0], 30));
   ASSERT_TRUE(llm.ok()) << llm.status().ToString();
   EngineCore* core = engine::CoreOf(llm);
   std::vector<int32_t> p_ids;

@@ -94,8 +94,13 @@ TEST(Inspector, PageSnapshotAndHistory) {
     ASSERT_EQ(hist.status, 200);
     samples = hist.body["samples"];
     double generated = 0;
-    for (const json& s : samples) generated += s["generation_tokens_per_s"].get<double>();
-    if (samples.size() >= 3 && generated > 0) break;
+    bool any_ttft = false;
+    for (const json& s : samples) {
+      generated += s["generation_tokens_per_s"].get<double>();
+      any_ttft |= !s["ttft_p50_s"].is_null();
+    }
+    // The sampler may not yet have taken the interval in which the requests ended.
+    if (samples.size() >= 3 && generated > 0 && any_ttft) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   ASSERT_GE(samples.size(), 3u) << "no history samples after 10 s";

@@ -31,7 +31,7 @@ class RedisClusterTest : public ::testing::Test {
   void SetUp() override {
     if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
     cluster_ = std::make_unique<RedisCluster>(3);
-    ASSERT_TRUE(cluster_->ok()) << "the test cluster did not come up (see its redis.log files)";
+    ASSERT_TRUE(cluster_->ok()) << "the test cluster did not come up: " << cluster_->error();
   }
   // A client that knows only the first node, and reads the map from it.
   std::unique_ptr<RedisClient> Client() {

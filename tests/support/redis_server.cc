@@ -9,9 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -35,6 +38,19 @@ int FreePort() {
     port = ntohs(a.sin_port);
   close(fd);
   return port;
+}
+
+// Whether nothing listens on loopback `port` now (a bind to it succeeds).
+bool PortFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  close(fd);
+  return ok;
 }
 
 // Runs `argv` and returns its pid (-1 on failure); stdout/stderr go to `log`.
@@ -105,9 +121,13 @@ bool HaveRedisServer() {
 }
 
 RedisServer::RedisServer(std::vector<std::string> extra) : extra_(std::move(extra)) {
-  for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) {
+  // A cluster node also listens on port + 10000 (its bus), which must exist and be free.
+  const bool cluster = std::find(extra_.begin(), extra_.end(), "--cluster-enabled") != extra_.end();
+  for (int attempt = 0; attempt < 20 && pid_ <= 0; ++attempt) {
     port_ = FreePort();
-    if (port_ != 0) Start();
+    if (port_ == 0) continue;
+    if (cluster && (port_ + 10000 > 65535 || !PortFree(port_ + 10000))) continue;
+    Start();
   }
 }
 
@@ -186,12 +206,23 @@ RedisCluster::RedisCluster(int masters) {
     nodes_.push_back(std::make_unique<RedisServer>(
         std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                                  "--cluster-node-timeout", "5000"}));
-    if (!nodes_.back()->ok()) return;
+    if (!nodes_.back()->ok()) {
+      error_ = "cluster node " + std::to_string(i) + " did not start (see its redis.log)";
+      return;
+    }
   }
-  std::string create = "redis-cli --cluster create";
-  for (const auto& n : nodes_) create += " 127.0.0.1:" + std::to_string(n->port());
-  create += " --cluster-replicas 0 --cluster-yes >" + nodes_[0]->dir() + "/create.log 2>&1";
-  if (std::system(create.c_str()) != 0) return;
+  // A create that fails half-way (a node slow to answer on a loaded machine) leaves slots
+  // assigned; the nodes are reset before it is tried again.
+  bool created = Create();
+  for (int attempt = 1; attempt < 3 && !created; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    for (const auto& n : nodes_) {
+      n->Command("FLUSHALL");
+      n->Command("CLUSTER RESET HARD");
+    }
+    created = Create();
+  }
+  if (!created) return;
   ok_ = WaitFor(
       [&] {
         for (const auto& n : nodes_)
@@ -200,6 +231,19 @@ RedisCluster::RedisCluster(int masters) {
         return true;
       },
       30.0);
+  if (!ok_) error_ = "cluster_state did not become ok within 30 s";
+}
+
+bool RedisCluster::Create() {
+  const std::string log = nodes_[0]->dir() + "/create.log";
+  std::string create = "redis-cli --cluster create";
+  for (const auto& n : nodes_) create += " 127.0.0.1:" + std::to_string(n->port());
+  create += " --cluster-replicas 0 --cluster-yes >" + log + " 2>&1";
+  if (std::system(create.c_str()) == 0) return true;
+  std::ifstream in(log);
+  error_ = "redis-cli --cluster create failed: " +
+           std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return false;
 }
 
 std::string RedisCluster::url() const {

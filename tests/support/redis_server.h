@@ -20,6 +20,7 @@ bool HaveRedisServer();
 class RedisServer {
  public:
   // Starts on a free port; `extra` are more redis-server arguments ("--maxmemory", "1mb", ...).
+  // With "--cluster-enabled" among them the port leaves room for the cluster bus (port + 10000).
   explicit RedisServer(std::vector<std::string> extra = {});
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
@@ -53,6 +54,8 @@ class RedisCluster {
  public:
   explicit RedisCluster(int masters = 3);
   bool ok() const { return ok_; }
+  // Why it did not come up (the failing step and redis-cli's output); empty when ok.
+  const std::string& error() const { return error_; }
   // redis://127.0.0.1:p1,127.0.0.1:p2,...
   std::string url() const;
   RedisServer& node(size_t i) { return *nodes_[i]; }
@@ -63,8 +66,12 @@ class RedisCluster {
   int NodeOfSlot(int slot) const;
 
  private:
+  // One `redis-cli --cluster create` over the nodes; false (with error_ set) when it failed.
+  bool Create();
+
   std::vector<std::unique_ptr<RedisServer>> nodes_;
   bool ok_ = false;
+  std::string error_;
 };
 
 }  // namespace kvforge::testing

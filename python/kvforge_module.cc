@@ -202,6 +202,7 @@ py::dict StatsDict(const EngineStats& s) {
   d["kv_offload_dropped_writes"] = s.kv_offload_dropped_writes;
   d["kv_offload_load_timeouts"] = s.kv_offload_load_timeouts;
   d["kv_offload_load_waits"] = s.kv_offload_load_waits;
+  d["kv_offload_deferred_chunks"] = s.kv_offload_deferred_chunks;
   py::list tiers;
   for (const KvTierStats& t : s.kv_tiers) {
     py::dict td;

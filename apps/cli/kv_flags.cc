@@ -50,6 +50,9 @@ void AddOffloadFlags(FlagParser& p, KvFlags* f) {
            "KV offload: tokens per chunk, a multiple of the block size (256)");
   p.AddString("kv-offload-compression", &f->offload_compression,
               "KV offload: chunk compression, none | lz4 | zstd (lz4)");
+  p.AddString("kv-offload-write", &f->offload_write,
+              "KV offload: write chunks when computed (through) or when the hot pool drops "
+              "them (back) (through)");
   p.AddString("kv-offload-redis", &f->offload_redis,
               "KV offload: shared Redis tier, redis://[:PASS@]HOST[:PORT][,HOST:PORT...][/DB]; "
               "several hosts (or one cluster node) = Redis Cluster (default off)");
@@ -68,6 +71,8 @@ Status ApplyOffloadFlags(const KvFlags& f, EngineConfig* config) {
   config->kv_offload_chunk_tokens = f.offload_chunk;
   KVF_RETURN_IF_ERROR(SetConfigField(config, "kv_offload_compression", f.offload_compression)
                           .WithContext("--kv-offload-compression"));
+  KVF_RETURN_IF_ERROR(SetConfigField(config, "kv_offload_write", f.offload_write)
+                          .WithContext("--kv-offload-write"));
   std::string dir = f.offload_disk;
   if (const size_t colon = dir.rfind(':'); colon != std::string::npos) {
     const std::string size = dir.substr(colon + 1);

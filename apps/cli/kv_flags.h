@@ -5,6 +5,7 @@
 //   method's parameters --kv-sinks, --kv-window, --kv-pool-kernel, --kv-pyramid-beta; and
 //   --mla-attention (deepseek2: absorbed, naive or auto). The KV offload tiers (--kv-offload-ram
 //   SIZE, --kv-offload-disk DIR[:SIZE], --kv-offload-chunk TOKENS, --kv-offload-compression,
+//   --kv-offload-write through|back,
 //   --kv-offload-redis URL, --kv-offload-redis-timeout MS, --kv-offload-load-timeout MS,
 //   --kv-offload-redis-ttl SECONDS) are
 //   a separate group, for the commands that run the batched engine (serve, bench throughput).
@@ -34,6 +35,7 @@ struct KvFlags {
   std::string offload_disk;  // DIR or DIR:SIZE
   int64_t offload_chunk = 256;
   std::string offload_compression = "lz4";
+  std::string offload_write = "through";
   std::string offload_redis;  // redis://host:port[,host:port...][/db]
   int64_t offload_redis_timeout_ms = 200;
   int64_t offload_redis_ttl_s = 0;

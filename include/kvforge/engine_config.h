@@ -40,6 +40,10 @@ enum class PrefixCacheMode : uint8_t { kHash, kRadix };  // vLLM-style hashes | 
 enum class MlaAttentionMode : uint8_t { kAuto, kAbsorbed, kNaive };
 // How offloaded KV chunks are compressed (docs/kv_cache.md#tiers).
 enum class KvOffloadCompression : uint8_t { kNone, kLz4, kZstd };
+// When computed chunks go down the tiers: at once (write-through: shared tiers see them while
+// the hot pool still holds them) or when the hot pool drops their blocks (write-back: nothing is
+// written for prefixes the pool keeps; what is still held is written when the engine closes).
+enum class KvOffloadWrite : uint8_t { kThrough, kBack };
 
 struct EngineConfig {
   // --- model and threads ------------------------------------------------------------------
@@ -106,6 +110,7 @@ struct EngineConfig {
   // this it is admitted without them and recomputes what they held.
   int64_t kv_offload_load_timeout_ms = 1000;
   KvOffloadCompression kv_offload_compression = KvOffloadCompression::kLz4;
+  KvOffloadWrite kv_offload_write = KvOffloadWrite::kThrough;
   // Shared tier: redis://[:password@]host[:port][,host:port...][/db] ("": none). Several hosts
   // (or one cluster node) mean a Redis Cluster. Capacity and LRU are the server's (maxmemory,
   // maxmemory-policy allkeys-lru).

@@ -42,6 +42,7 @@ constexpr MlaAttentionMode kMlaModes[] = {MlaAttentionMode::kAuto, MlaAttentionM
                                           MlaAttentionMode::kNaive};
 constexpr KvOffloadCompression kOffloadCompression[] = {
     KvOffloadCompression::kNone, KvOffloadCompression::kLz4, KvOffloadCompression::kZstd};
+constexpr KvOffloadWrite kOffloadWrite[] = {KvOffloadWrite::kThrough, KvOffloadWrite::kBack};
 
 // --- the field table ----------------------------------------------------------------------------
 
@@ -307,6 +308,9 @@ std::vector<ConfigField> MakeFields() {
           "longest wait for a request's chunks from the tiers, ms (then it recomputes them)"),
       Choice("kv_offload_compression", &C::kv_offload_compression, kOffloadCompression,
              "offloaded chunks: none, lz4 or zstd"),
+      Choice("kv_offload_write", &C::kv_offload_write, kOffloadWrite,
+             "write chunks down the tiers when computed (through) or when the hot pool drops "
+             "them (back)"),
       Text("kv_offload_redis", &C::kv_offload_redis,
            "shared Redis KV offload tier, redis://host:port[,host:port...][/db] ('': off)"),
       Int("kv_offload_redis_timeout_ms", &C::kv_offload_redis_timeout_ms, 1,
@@ -345,6 +349,9 @@ Result<PrefixCacheMode> ParsePrefixCacheMode(std::string_view t) {
 Result<KvOffloadCompression> ParseKvOffloadCompression(std::string_view t) {
   return ParseName(t, "kv_offload_compression", kOffloadCompression);
 }
+Result<KvOffloadWrite> ParseKvOffloadWrite(std::string_view t) {
+  return ParseName(t, "kv_offload_write", kOffloadWrite);
+}
 Result<MlaAttentionMode> ParseMlaAttentionMode(std::string_view t) {
   return ParseName(t, "mla_attention", kMlaModes);
 }
@@ -369,6 +376,7 @@ const char* ConfigName(KvOffloadCompression v) {
   return v == KvOffloadCompression::kZstd ? "zstd"
                                           : (v == KvOffloadCompression::kLz4 ? "lz4" : "none");
 }
+const char* ConfigName(KvOffloadWrite v) { return v == KvOffloadWrite::kBack ? "back" : "through"; }
 const char* ConfigName(MlaAttentionMode v) {
   return v == MlaAttentionMode::kAbsorbed ? "absorbed"
                                           : (v == MlaAttentionMode::kNaive ? "naive" : "auto");

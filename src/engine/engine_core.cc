@@ -644,6 +644,7 @@ EngineStats EngineCore::Stats() const {
     s.kv_offload_rejected_chunks = os.rejected_chunks;
     s.kv_offload_dropped_writes = os.dropped_writes;
     s.kv_offload_load_timeouts = os.load_timeouts;
+    s.kv_offload_deferred_chunks = offload_->deferred_chunks();
     s.kv_offload_load_waits = ss.num_prefix_load_waits;
     s.kv_tiers = os.tiers;
   }

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "gguf/gguf_reader.h"
+#include "kvforge/config_names.h"
 #include "kvredis/redis_tier.h"
 #include "model/model.h"
 
@@ -134,25 +135,38 @@ Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
   return std::make_unique<KvOffload>(
       cache, std::make_unique<kvstore::TierChain>(std::move(tiers), queue), fp,
       c.kv_offload_chunk_tokens / bt, StoredCompression(c.kv_offload_compression),
-      std::chrono::milliseconds(std::min<int64_t>(c.kv_offload_load_timeout_ms, 600000)));
+      std::chrono::milliseconds(std::min<int64_t>(c.kv_offload_load_timeout_ms, 600000)),
+      c.kv_offload_write);
 }
 
 KvOffload::KvOffload(kvstore::PagedKvCache* cache, std::unique_ptr<kvstore::TierChain> chain,
                      uint64_t fingerprint, int64_t chunk_blocks,
-                     kvstore::ChunkCompression compression, std::chrono::milliseconds load_timeout)
+                     kvstore::ChunkCompression compression, std::chrono::milliseconds load_timeout,
+                     KvOffloadWrite write)
     : cache_(cache),
       chain_(std::move(chain)),
       fingerprint_(fingerprint),
       chunk_blocks_(std::max<int64_t>(1, chunk_blocks)),
       compression_(compression),
       load_timeout_(load_timeout),
+      write_(write),
+      raw_buffers_(std::make_shared<kvstore::ByteBufferPool>(4)),
       block_tokens_(cache->block_tokens()),
       block_bytes_(cache->store().block_bytes_all_layers()),
       prefetch_budget_bytes_(static_cast<int64_t>(block_bytes_) *
                              std::max<int64_t>(1, cache->num_blocks())),
-      loader_(std::make_unique<kvstore::TierLoader>()) {}
+      loader_(std::make_unique<kvstore::TierLoader>()) {
+  if (write_ == KvOffloadWrite::kBack)
+    cache_->SetBlockDropObserver([this](int32_t block) { OnBlockDropped(block); });
+}
 
-KvOffload::~KvOffload() { loader_.reset(); }
+KvOffload::~KvOffload() {
+  if (write_ == KvOffloadWrite::kBack) {
+    WriteBackAll();
+    cache_->SetBlockDropObserver(nullptr);
+  }
+  loader_.reset();
+}
 
 kvmeta::BlockKey KvOffload::ParentKey(const std::vector<kvmeta::BlockKey>& keys, int64_t first,
                                       std::string_view salt) const {
@@ -207,23 +221,35 @@ void KvOffload::StoreChunk(int64_t seq, std::span<const int32_t> tokens, const P
                            int64_t first, int64_t count, std::string_view salt) {
   const kvstore::ChunkMeta meta = Meta(p.keys, first, count, salt);
   const kvstore::TierKey key = TierKeyFor(meta.key, first);
-  if (chain_->ContainsLocally(key)) return;  // no Redis round trip on the engine thread
+  if (chain_->KnownToHold(key)) return;  // no Redis round trip on the engine thread
   const int64_t bt = cache_->block_tokens();
-  const uint64_t bb = meta.block_bytes;
-  const std::vector<int32_t>& blocks = *cache_->Blocks(seq);
-  // raw: count x block_bytes, the blocks as KvStore::ReadBlock serialises them.
-  std::vector<uint8_t> raw(static_cast<size_t>(bb * static_cast<uint64_t>(count)));
-  for (int64_t i = 0; i < count; ++i)
-    cache_->store().ReadBlock(blocks[static_cast<size_t>(first + i)],
-                              raw.data() + static_cast<size_t>(i) * bb);
+  const std::span<const int32_t> blocks =
+      std::span<const int32_t>(*cache_->Blocks(seq))
+          .subspan(static_cast<size_t>(first), static_cast<size_t>(count));
   std::vector<int32_t> ids(tokens.begin() + first * bt, tokens.begin() + (first + count) * bt);
+  if (write_ == KvOffloadWrite::kBack) {
+    Defer(key, meta, std::move(ids), blocks);
+  } else {
+    QueueChunk(key, meta, std::move(ids), blocks);
+  }
+}
+
+bool KvOffload::QueueChunk(const kvstore::TierKey& key, const kvstore::ChunkMeta& meta,
+                           std::vector<int32_t> ids, std::span<const int32_t> blocks) {
+  const uint64_t bb = meta.block_bytes;
+  // raw: [blocks x block_bytes], the blocks as KvStore::ReadBlock serialises them.
+  // Reused from earlier chunks: no memset and no page faults on the engine thread.
+  std::vector<uint8_t> raw = raw_buffers_->Take(static_cast<size_t>(bb * blocks.size()));
+  for (size_t i = 0; i < blocks.size(); ++i)
+    cache_->store().ReadBlock(blocks[i], raw.data() + i * bb);
   const uint64_t bytes = raw.size();
   const kvstore::ChunkCompression comp = compression_;
   const bool queued = chain_->StoreLazy(
       key, bytes,
-      [meta, comp, raw = std::move(raw),
-       ids = std::move(ids)]() -> std::optional<std::vector<uint8_t>> {
+      [meta, comp, raw = std::move(raw), ids = std::move(ids),
+       buffers = raw_buffers_]() mutable -> std::optional<std::vector<uint8_t>> {
         Result<std::vector<uint8_t>> r = kvstore::EncodeChunk(meta, ids, raw, comp);
+        buffers->Give(std::move(raw));
         if (!r.ok()) {
           KVF_LOG_WARN("kv offload: %s", r.error().message().c_str());
           return std::nullopt;
@@ -231,6 +257,47 @@ void KvOffload::StoreChunk(int64_t seq, std::span<const int32_t> tokens, const P
         return std::move(*r);
       });
   if (queued) ++stats_.stored_chunks;
+  return queued;
+}
+
+void KvOffload::Defer(const kvstore::TierKey& key, const kvstore::ChunkMeta& meta,
+                      std::vector<int32_t> ids, std::span<const int32_t> blocks) {
+  // The same content computed again (another sequence with the prefix) is deferred once; its
+  // blocks are then the first sequence's, which hold the same bytes.
+  if (deferred_.count(key) != 0) return;
+  deferred_.emplace(key, DeferredChunk{meta, std::move(ids), {blocks.begin(), blocks.end()}});
+  for (const int32_t b : blocks) deferred_by_block_[b].push_back(key);
+}
+
+void KvOffload::OnBlockDropped(int32_t block) {
+  auto it = deferred_by_block_.find(block);
+  if (it == deferred_by_block_.end()) return;
+  const std::vector<kvstore::TierKey> keys = std::move(it->second);
+  deferred_by_block_.erase(it);
+  for (const kvstore::TierKey& key : keys) WriteDeferred(key, false);
+}
+
+void KvOffload::WriteDeferred(const kvstore::TierKey& key, bool wait_for_room) {
+  auto it = deferred_.find(key);
+  if (it == deferred_.end()) return;
+  DeferredChunk c = std::move(it->second);
+  deferred_.erase(it);
+  for (const int32_t b : c.blocks) {
+    auto bit = deferred_by_block_.find(b);
+    if (bit == deferred_by_block_.end()) continue;
+    std::erase(bit->second, key);
+    if (bit->second.empty()) deferred_by_block_.erase(bit);
+  }
+  if (chain_->KnownToHold(key)) return;
+  if (wait_for_room) chain_->WaitForRoom(c.meta.block_bytes * c.blocks.size());
+  QueueChunk(key, c.meta, std::move(c.ids), c.blocks);
+}
+
+void KvOffload::WriteBackAll() {
+  std::vector<kvstore::TierKey> keys;
+  keys.reserve(deferred_.size());
+  for (const auto& [key, chunk] : deferred_) keys.push_back(key);
+  for (const kvstore::TierKey& key : keys) WriteDeferred(key, true);
 }
 
 bool KvOffload::Loading(int64_t seq, std::span<const int32_t> tokens,
@@ -425,9 +492,10 @@ KvOffloadStats KvOffload::stats() const {
 }
 
 std::string KvOffload::Describe() const {
-  std::string out = StrFormat("kv offload: chunks of %lld tokens, %s, tiers",
+  std::string out = StrFormat("kv offload: chunks of %lld tokens, %s, write-%s, tiers",
                               (long long)(chunk_blocks_ * cache_->block_tokens()),
-                              std::string(kvstore::ChunkCompressionName(compression_)).c_str());
+                              std::string(kvstore::ChunkCompressionName(compression_)).c_str(),
+                              ConfigName(write_));
   for (size_t i = 0; i < chain_->num_tiers(); ++i)
     out += (i ? " -> " : " ") + chain_->tier(i).Describe();
   return out;

@@ -28,6 +28,7 @@
 #include "kvforge/engine_config.h"
 #include "kvforge/kv_tier_stats.h"
 #include "kvmeta/block_hash.h"
+#include "kvstore/byte_buffer_pool.h"
 #include "kvstore/kv_chunk.h"
 #include "kvstore/paged_kv_cache.h"
 #include "kvstore/tier_chain.h"
@@ -63,11 +64,15 @@ class KvOffload {
   // From parts (tests): `chain` holds the tiers.
   KvOffload(kvstore::PagedKvCache* cache, std::unique_ptr<kvstore::TierChain> chain,
             uint64_t fingerprint, int64_t chunk_blocks, kvstore::ChunkCompression compression,
-            std::chrono::milliseconds load_timeout = std::chrono::milliseconds(1000));
-  ~KvOffload();  // stops the loader before the chain it reads goes
+            std::chrono::milliseconds load_timeout = std::chrono::milliseconds(1000),
+            KvOffloadWrite write = KvOffloadWrite::kThrough);
+  // Writes back what is still deferred (the cache must still be alive), then stops the loader
+  // before the chain it reads goes.
+  ~KvOffload();
 
-  // `seq` has computed tokens [0, n) into its blocks: queues each complete chunk not yet below.
-  // final: the sequence is finishing, so a last partial chunk goes too.
+  // `seq` has computed tokens [0, n) into its blocks: queues each complete chunk not yet below
+  // (write-back: defers it until the hot pool drops one of its blocks). final: the sequence is
+  // finishing, so a last partial chunk goes too.
   void StoreComputed(int64_t seq, std::span<const int32_t> tokens, int64_t n, std::string_view salt,
                      bool final);
   // Whether waiting `seq`, whose hot-cache hit is the first `have` tokens of `query`, should wait
@@ -92,6 +97,10 @@ class KvOffload {
   void WaitForLoads(std::chrono::microseconds max_wait);
   bool loads_pending() const;
   void Forget(int64_t seq);
+
+  // Write-back: queues every deferred chunk now (at shutdown, or to make the tiers complete).
+  void WriteBackAll();
+  int64_t deferred_chunks() const { return static_cast<int64_t>(deferred_.size()); }
 
   KvOffloadStats stats() const;
   std::string Describe() const;  // for the start-up log
@@ -135,6 +144,24 @@ class KvOffload {
                           std::string_view salt) const;
   void StoreChunk(int64_t seq, std::span<const int32_t> tokens, const Progress& p, int64_t first,
                   int64_t count, std::string_view salt);
+  // Copies the chunk's blocks ([count] physical ids) and queues it; false when the queue had no
+  // room (dropped, counted by the chain).
+  bool QueueChunk(const kvstore::TierKey& key, const kvstore::ChunkMeta& meta,
+                  std::vector<int32_t> ids, std::span<const int32_t> blocks);
+  // Write-back: a computed chunk not written yet, held until one of its blocks is dropped.
+  struct DeferredChunk {
+    kvstore::ChunkMeta meta;
+    std::vector<int32_t> ids;     // [num_blocks x block_tokens] its tokens
+    std::vector<int32_t> blocks;  // [num_blocks] the physical blocks that hold it
+  };
+  void Defer(const kvstore::TierKey& key, const kvstore::ChunkMeta& meta, std::vector<int32_t> ids,
+             std::span<const int32_t> blocks);
+  // The cache's block-drop observer: writes back every deferred chunk `block` is part of, while
+  // its bytes are intact.
+  void OnBlockDropped(int32_t block);
+  // Queues the deferred chunk `key` (if it is not below already) and forgets it.
+  // wait_for_room: block until the queue has room rather than drop it.
+  void WriteDeferred(const kvstore::TierKey& key, bool wait_for_room);
   // Blocks until `f` is done or `grace` passes; whether it is done.
   bool WaitForFetch(const Fetch& f, std::chrono::microseconds grace);
   // Loader thread: finds, fetches and verifies the chunks of `f`'s tokens from its first block on,
@@ -153,10 +180,16 @@ class KvOffload {
   const int64_t chunk_blocks_;
   const kvstore::ChunkCompression compression_;
   const std::chrono::milliseconds load_timeout_;
+  const KvOffloadWrite write_;
+  // Chunk copies handed back by the writer once encoded (shared: queued encoders outlive us).
+  std::shared_ptr<kvstore::ByteBufferPool> raw_buffers_;
   const int64_t block_tokens_;  // the cache's, read once (the loader must not touch the cache)
   const uint64_t block_bytes_;  // one block over all layers
   const int64_t prefetch_budget_bytes_;  // fetched bytes held at most (the hot pool's size)
   std::unordered_map<int64_t, Progress> progress_;
+  // Write-back: deferred chunks by tier key, and the keys each physical block is part of.
+  std::unordered_map<kvstore::TierKey, DeferredChunk, kvstore::TierKeyHash> deferred_;
+  std::unordered_map<int32_t, std::vector<kvstore::TierKey>> deferred_by_block_;
   KvOffloadStats stats_;
   std::atomic<int64_t> rejected_chunks_{0};  // counted by the loader
   std::atomic<int64_t> held_bytes_{0};       // raw bytes held by fetches (declared before them)

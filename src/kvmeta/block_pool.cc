@@ -115,8 +115,9 @@ void BlockPool::EvictInto(int32_t index, BlockState target) {
   } else {
     PushFree(index);
   }
-  // Tell the listener last, so it observes a consistent pool.
+  // Tell the listeners last, so they observe a consistent pool.
   if (eviction_listener_) eviction_listener_(MakeBlockId(index), old_hash);
+  NotifyContentDrop(index);
 }
 
 std::optional<BlockId> BlockPool::Allocate() {
@@ -165,6 +166,7 @@ void BlockPool::Release(BlockId block) {
     LruPushBack(index);  // most recently released: evicted last
   } else {
     PushFree(index);  // LIFO: handed out by the next Allocate()
+    NotifyContentDrop(index);
   }
 }
 
@@ -198,10 +200,17 @@ void BlockPool::ClearHash(BlockId block) {
   if (m.state == BlockState::kEvictable) {
     LruUnlink(BlockIndex(block));
     PushFree(BlockIndex(block));  // clears the hash
+    NotifyContentDrop(BlockIndex(block));
     return;
   }
   m.has_hash = false;
   m.hash = 0;
+}
+
+void BlockPool::NoteInPlaceWrite(BlockId block) {
+  KVF_CHECK_MSG(At(block).state == BlockState::kInUse,
+                "kvmeta: an in-place write into a block that is not in use");
+  NotifyContentDrop(BlockIndex(block));
 }
 
 std::optional<uint64_t> BlockPool::Hash(BlockId block) const {

@@ -47,6 +47,11 @@ class BlockPool {
  public:
   // Called when Allocate() or EvictAll() drops the content of an evictable block.
   using EvictionListener = std::function<void(BlockId block, uint64_t hash)>;
+  // Called whenever a block's content stops being kept: an evictable block evicted or cleared,
+  // an unhashed block released to the free stack, or an in-use block about to be written in
+  // place (NoteInPlaceWrite). The bytes are still intact when it runs (nothing has been handed
+  // out or written yet), so a write-back tier can copy them.
+  using ContentDropObserver = std::function<void(BlockId block)>;
 
   // Validates the config (num_blocks >= 1, block_tokens >= 1).
   static Result<BlockPool> Create(const BlockPoolConfig& config);
@@ -84,9 +89,15 @@ class BlockPool {
   // Forgets the content hash; an evictable block becomes free. No-op if there is no hash.
   void ClearHash(BlockId block);
   std::optional<uint64_t> Hash(BlockId block) const;
+  // A private in-use block is about to be written where it is (copy-on-write found it unshared):
+  // tells the content-drop observer, whose copy of the old bytes must be taken now.
+  void NoteInPlaceWrite(BlockId block);
   // Turns every evictable block into a free one (notifying the listener); returns how many.
   int32_t EvictAll();
   void SetEvictionListener(EvictionListener listener) { eviction_listener_ = std::move(listener); }
+  void SetContentDropObserver(ContentDropObserver observer) {
+    content_drop_observer_ = std::move(observer);
+  }
 
   // The evictable blocks, the one Allocate() repurposes first at the front (LRU order). O(n).
   std::vector<BlockId> EvictionOrder() const;
@@ -126,7 +137,12 @@ class BlockPool {
   int32_t lru_tail_ = -1;   // most recently released evictable block
   int32_t num_free_ = 0;
   int32_t num_evictable_ = 0;
+  void NotifyContentDrop(int32_t index) const {
+    if (content_drop_observer_) content_drop_observer_(MakeBlockId(index));
+  }
+
   EvictionListener eviction_listener_;
+  ContentDropObserver content_drop_observer_;
 };
 
 }  // namespace kvforge::kvmeta

@@ -56,6 +56,7 @@ void BlockTable::CopyOnWrite(BlockPool& pool, int32_t logical, WriteOutcome* out
   if (!pool.IsShared(slot) && !(keep_cached && pool.Hash(slot).has_value())) {
     // Private block: write in place, but its content no longer matches any hash it carried.
     pool.ClearHash(slot);
+    pool.NoteInPlaceWrite(slot);
     return;
   }
   std::optional<BlockId> fresh = pool.Allocate();

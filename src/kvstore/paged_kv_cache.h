@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -125,6 +126,17 @@ class PagedKvCache final : public KvAccess {
   int64_t BlocksToGrow(int64_t seq, int64_t total) const;
   // Physical blocks of `seq` in position order (nullptr when unknown).
   const std::vector<int32_t>* Blocks(int64_t seq) const;
+  // Calls `observer` with a physical block whenever its content stops being kept (evicted,
+  // freed, or about to be written in place: kvmeta::BlockPool::ContentDropObserver), while its
+  // bytes are still intact. Null removes it.
+  void SetBlockDropObserver(std::function<void(int32_t block)> observer) {
+    if (!observer) {
+      mgr_.mutable_pool().SetContentDropObserver(nullptr);
+      return;
+    }
+    mgr_.mutable_pool().SetContentDropObserver(
+        [f = std::move(observer)](kvmeta::BlockId b) { f(kvmeta::BlockIndex(b)); });
+  }
   KvStore& mutable_store() { return *store_; }
   // Blocks a sequence can get now: free, evictable (hash cache) and reclaimable (radix cache).
   int64_t num_free_blocks() const {

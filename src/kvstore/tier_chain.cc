@@ -6,8 +6,16 @@
 
 namespace kvforge::kvstore {
 
-TierChain::TierChain(std::vector<std::unique_ptr<KvTier>> tiers, uint64_t max_pending_bytes)
-    : tiers_(std::move(tiers)), max_pending_bytes_(max_pending_bytes) {
+namespace {
+// Beliefs about remote records kept at most: 16-byte keys, about 3 MiB with the map's overhead.
+constexpr size_t kMaxRemoteBeliefs = 1 << 16;
+}  // namespace
+
+TierChain::TierChain(std::vector<std::unique_ptr<KvTier>> tiers, uint64_t max_pending_bytes,
+                     std::chrono::milliseconds remote_belief_age)
+    : tiers_(std::move(tiers)),
+      max_pending_bytes_(max_pending_bytes),
+      remote_belief_age_(remote_belief_age) {
   writer_ = std::thread([this] { WriterLoop(); });
 }
 
@@ -59,11 +67,36 @@ bool TierChain::Contains(const TierKey& key) const {
   return ContainsAny(std::span<const TierKey>(&key, 1)) == 0;
 }
 
-bool TierChain::ContainsLocally(const TierKey& key) const {
+bool TierChain::KnownToHold(const TierKey& key) const {
   if (Queued(std::span<const TierKey>(&key, 1)) == 0) return true;
   for (const auto& t : tiers_)
     if (!t->remote() && t->Contains(key)) return true;
-  return false;
+  return BelievedRemote(key);
+}
+
+void TierChain::NoteRemote(const TierKey& key) {
+  std::lock_guard<std::mutex> lock(remote_mu_);
+  const bool added = remote_seen_.insert_or_assign(key, std::chrono::steady_clock::now()).second;
+  if (!added) return;
+  remote_order_.push_back(key);
+  while (remote_order_.size() > kMaxRemoteBeliefs) {
+    // A key forgotten and noted again is in the order twice; dropping it early only costs a
+    // round trip later.
+    remote_seen_.erase(remote_order_.front());
+    remote_order_.pop_front();
+  }
+}
+
+void TierChain::ForgetRemote(const TierKey& key) {
+  std::lock_guard<std::mutex> lock(remote_mu_);
+  remote_seen_.erase(key);
+}
+
+bool TierChain::BelievedRemote(const TierKey& key) const {
+  std::lock_guard<std::mutex> lock(remote_mu_);
+  auto it = remote_seen_.find(key);
+  return it != remote_seen_.end() &&
+         std::chrono::steady_clock::now() - it->second < remote_belief_age_;
 }
 
 size_t TierChain::Queued(std::span<const TierKey> keys) const {
@@ -96,6 +129,13 @@ std::optional<TierChain::Found> TierChain::Fetch(const TierKey& key) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
     // Each tier's Get counts its own miss; no Contains first (a round trip for a remote tier).
     std::optional<std::vector<uint8_t>> r = tiers_[i]->Get(key);
+    if (tiers_[i]->remote()) {
+      if (r) {
+        NoteRemote(key);
+      } else {
+        ForgetRemote(key);
+      }
+    }
     if (!r) continue;
     if (i > 0) {  // promote into the faster tiers
       const uint64_t bytes = r->size();
@@ -108,6 +148,7 @@ std::optional<TierChain::Found> TierChain::Fetch(const TierKey& key) {
 
 void TierChain::Reject(const TierKey& key, size_t tier) {
   if (tier >= tiers_.size()) return;
+  if (tiers_[tier]->remote()) ForgetRemote(key);
   tiers_[tier]->CountCorrupt();
   tiers_[tier]->Erase(key);
 }
@@ -119,6 +160,13 @@ void TierChain::CountMiss() {
 void TierChain::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+}
+
+void TierChain::WaitForRoom(uint64_t bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] {
+    return pending_bytes_ + bytes <= max_pending_bytes_ || (queue_.empty() && !busy_);
+  });
 }
 
 std::vector<KvTierStats> TierChain::stats() const {
@@ -143,16 +191,23 @@ void TierChain::WriterLoop() {
     lock.unlock();
     const std::shared_ptr<const std::vector<uint8_t>> record = p.slot->Get();
     for (size_t i = 0; record && i < p.below; ++i) {
-      if (tiers_[i]->Contains(p.key)) continue;
+      KvTier& tier = *tiers_[i];
+      if (tier.Contains(p.key)) {
+        if (tier.remote()) NoteRemote(p.key);
+        continue;
+      }
       // A full or failing tier is counted in its stats; the other tiers still get the record.
-      if (Status s = tiers_[i]->Put(p.key, *record); !s.ok())
-        KVF_LOG_DEBUG("kv offload: %s: %s", tiers_[i]->name().c_str(), s.message().c_str());
+      if (Status s = tier.Put(p.key, *record); !s.ok()) {
+        KVF_LOG_DEBUG("kv offload: %s: %s", tier.name().c_str(), s.message().c_str());
+      } else if (tier.remote()) {
+        NoteRemote(p.key);
+      }
     }
     lock.lock();
     pending_bytes_ -= p.bytes;
     pending_.erase(p.key);
     busy_ = false;
-    if (queue_.empty()) idle_.notify_all();
+    idle_.notify_all();  // Flush waits for an empty queue, WaitForRoom for room
   }
   idle_.notify_all();
 }

@@ -13,6 +13,7 @@
 // from any thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -30,7 +31,10 @@ namespace kvforge::kvstore {
 
 class TierChain {
  public:
-  TierChain(std::vector<std::unique_ptr<KvTier>> tiers, uint64_t max_pending_bytes);
+  // remote_belief_age: how long what the remote tiers were last seen to hold is trusted without
+  // asking them (KnownToHold).
+  TierChain(std::vector<std::unique_ptr<KvTier>> tiers, uint64_t max_pending_bytes,
+            std::chrono::milliseconds remote_belief_age = std::chrono::seconds(60));
   ~TierChain();  // writes what is queued, then stops the writer
   TierChain(const TierChain&) = delete;
   TierChain& operator=(const TierChain&) = delete;
@@ -48,9 +52,13 @@ class TierChain {
   // Whether some tier (or the queue) holds `key`. No I/O for the local tiers; one round trip
   // for a remote one.
   bool Contains(const TierKey& key) const;
-  // The same without asking remote tiers (no I/O at all): for the engine thread deciding whether
-  // to queue a chunk; the writer asks the remote tiers before it writes to them.
-  bool ContainsLocally(const TierKey& key) const;
+  // The same without any I/O: the queue, the local tiers, and what this chain last learned of the
+  // remote tiers (a record it wrote there, found there or was told is there, less than
+  // remote_belief_age ago). For the engine thread deciding whether to queue a chunk: a chunk a
+  // remote tier holds is not copied and queued again on every hot-cache hit. The belief may be
+  // stale (the remote's own LRU or TTL, a restart): that costs a later recompute, never wrong KV,
+  // and the writer still asks the remote tiers before it writes to them.
+  bool KnownToHold(const TierKey& key) const;
   // The index of the first of `keys` that the queue or some tier holds (keys.size(): none), with
   // one question per tier.
   size_t ContainsAny(std::span<const TierKey> keys) const;
@@ -66,6 +74,9 @@ class TierChain {
 
   // Blocks until the queue is empty and the writer idle (tests, benchmarks, shutdown).
   void Flush();
+  // Blocks until a record of `bytes` fits in the queue (or the queue is empty): for a caller
+  // that must not drop what it queues, such as the write-back of everything at shutdown.
+  void WaitForRoom(uint64_t bytes);
   std::vector<KvTierStats> stats() const;
   int64_t dropped_writes() const;
 
@@ -95,11 +106,20 @@ class TierChain {
   size_t Queued(std::span<const TierKey> keys) const;
   void WriterLoop();
 
+  // What the remote tiers were last seen to hold. Bounded (oldest belief dropped first) and aged.
+  void NoteRemote(const TierKey& key);
+  void ForgetRemote(const TierKey& key);
+  bool BelievedRemote(const TierKey& key) const;
+
   std::vector<std::unique_ptr<KvTier>> tiers_;
   const uint64_t max_pending_bytes_;
+  const std::chrono::milliseconds remote_belief_age_;
+  mutable std::mutex remote_mu_;  // guards the two below (never held with mu_)
+  std::unordered_map<TierKey, std::chrono::steady_clock::time_point, TierKeyHash> remote_seen_;
+  std::deque<TierKey> remote_order_;  // insertion order of remote_seen_, for the bound
   mutable std::mutex mu_;
   std::condition_variable wake_;  // writer: work arrived or stopping
-  std::condition_variable idle_;  // Flush: queue drained
+  std::condition_variable idle_;  // a record written: Flush (queue drained), WaitForRoom
   std::deque<Pending> queue_;
   // Records queued or being written, by key.
   std::unordered_map<TierKey, std::shared_ptr<Slot>, TierKeyHash> pending_;

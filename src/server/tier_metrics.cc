@@ -62,6 +62,10 @@ std::string RenderTierMetrics(const EngineStats& s) {
   total("kvforge_kv_offload_load_waits_total",
         "Admissions put off for a step while a request's chunks were loading.",
         s.kv_offload_load_waits);
+  Family(&out, "kvforge_kv_offload_deferred_chunks", "gauge",
+         "Write-back: computed chunks held in the hot pool, written when it drops them.");
+  out += StrFormat("kvforge_kv_offload_deferred_chunks %lld\n",
+                   (long long)s.kv_offload_deferred_chunks);
   using T = KvTierStats;
   PerTier(&out, s, "kvforge_kv_tier_hits_total", "counter", "Chunk lookups that found the chunk.",
           [](const T& t) { return static_cast<double>(t.hits); });

@@ -187,6 +187,9 @@ check "run has no offload" 2 "$KVF" run --prompt hi --kv-offload-ram 1MiB
 check "offload bad disk size" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-disk "$TMP/t2:lots" --no-progress
 contains "offload bad size message" "$TMP/err" "bad size 'lots'"
 check "offload bad compression" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-compression gzip --no-progress
+check "offload bad write policy" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-write sideways --no-progress
+check "offload write-back" 0 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-write back --no-progress
+contains "offload write-back is logged" "$TMP/err" "write-back"
 check "offload chunk not a block multiple" 1 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-chunk 24 --no-progress
 contains "offload chunk message" "$TMP/err" "multiple of block_size"
 check "run bad kv dtype" 2 "$KVF" run --prompt "Hi" --kv-dtype q9_9

@@ -126,6 +126,17 @@ TEST(KvOffloadEngine, OutputsEqualNoTierAndTheTiersAreRead) {
   c.kv_offload_chunk_tokens = 16;
   c.kv_offload_compression = KvOffloadCompression::kNone;
   variants.push_back({"small ram over disk, chunks of one block, raw", c});
+  // Write-back: chunks go down only as the pool evicts their blocks (here, every round).
+  c = SmallPool();
+  c.kv_offload_ram_bytes = 8 << 20;
+  c.kv_offload_write = KvOffloadWrite::kBack;
+  variants.push_back({"ram, write-back", c});
+  c = SmallPool();
+  c.kv_offload_ram_bytes = 64 << 10;
+  c.kv_offload_disk = dir.path() + "/both-back";
+  c.kv_offload_chunk_tokens = 16;
+  c.kv_offload_write = KvOffloadWrite::kBack;
+  variants.push_back({"small ram over disk, chunks of one block, write-back", c});
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
     const RoundsRun got = RunRounds(v.cfg, prompts, 2, true);
@@ -166,6 +177,18 @@ TEST(KvOffloadEngine, RadixModeLoadsFromTheTiersToo) {
   EngineConfig c = radix;
   c.kv_offload_ram_bytes = 64 << 10;
   c.kv_offload_disk = dir.path();
+  {
+    // Write-back in radix mode: a block the tree evicts is freed (no hash), which writes back
+    // the chunks it was part of. Another directory, so the check below reads the other run's.
+    TempDir back_dir;
+    EngineConfig b = c;
+    b.kv_offload_disk = back_dir.path();
+    b.kv_offload_write = KvOffloadWrite::kBack;
+    const RoundsRun back = RunRounds(b, prompts, 2, true);
+    EXPECT_EQ(back.ids, want.ids);
+    EXPECT_GE(back.stats.kv_offload_loaded_tokens, 5 * 64 - radix_only.cached_tokens);
+    EXPECT_EQ(back.stats.kv_offload_rejected_chunks, 0);
+  }
   const RoundsRun got = RunRounds(c, prompts, 2, true);
   EXPECT_EQ(got.ids, want.ids);
   // Round two: each conversation's first 64 tokens are held again, the few a radix hit inside a
@@ -192,13 +215,43 @@ TEST(KvOffloadEngine, OutputsEqualNoTierUnderPreemption) {
   EngineConfig c = SmallPool();
   c.kv_offload_ram_bytes = 1 << 20;
   c.kv_offload_disk = dir.path();
-  for (int64_t chunk : {16, 32}) {
-    SCOPED_TRACE(chunk);
-    c.kv_offload_chunk_tokens = chunk;
-    const RoundsRun got = RunRounds(c, prompts, 2);
-    EXPECT_EQ(got.ids, want.ids);
-    EXPECT_EQ(got.stats.kv_offload_rejected_chunks, 0);
+  for (const KvOffloadWrite write : {KvOffloadWrite::kThrough, KvOffloadWrite::kBack})
+    for (const PreemptionMode preempt : {PreemptionMode::kRecompute, PreemptionMode::kSwap})
+      for (int64_t chunk : {16, 32}) {
+        SCOPED_TRACE(std::string(ConfigName(write)) + " " + ConfigName(preempt) + " " +
+                     std::to_string(chunk));
+        c.kv_offload_chunk_tokens = chunk;
+        c.kv_offload_write = write;
+        c.preemption_mode = preempt;
+        const RoundsRun got = RunRounds(c, prompts, 2);
+        EXPECT_EQ(got.ids, want.ids);
+        EXPECT_EQ(got.stats.kv_offload_rejected_chunks, 0);
+      }
+}
+
+TEST(KvOffloadEngine, WriteBackWritesNothingThePoolKeepsUntilTheEngineCloses) {
+  // A pool that keeps the prompt: write-back defers its three chunks (nothing reaches the disk
+  // while the engine runs) and writes them when the engine closes; the next engine loads them.
+  TempDir dir;
+  EngineConfig c = SmallPool();
+  c.kv_cache_memory_bytes = 640 * 16 * 64;
+  c.kv_offload_disk = dir.path();
+  c.kv_offload_write = KvOffloadWrite::kBack;
+  const Prompts prompt = Conversations(1, 96);
+  {
+    LLM llm(c);
+    ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+    auto outs = llm.generate(prompt, Greedy(16));
+    ASSERT_TRUE(outs.ok());
+    const EngineStats s = llm.stats();
+    EXPECT_EQ(s.kv_offload_stored_chunks, 0);
+    EXPECT_EQ(s.kv_offload_deferred_chunks, 3);
+    EXPECT_TRUE(ChunkFiles(dir.path()).empty()) << "written before the pool dropped anything";
   }
+  EXPECT_EQ(ChunkFiles(dir.path()).size(), 3u) << "the closing engine writes back what it held";
+  const RoundsRun next = RunRounds(c, prompt, 1);
+  EXPECT_EQ(next.stats.kv_offload_loaded_tokens, 96 - 16);
+  EXPECT_EQ(next.ids, RunRounds(SmallPool(), prompt, 1).ids);
 }
 
 TEST(KvOffloadEngine, ANewEngineLoadsWhatThePreviousOneLeftOnDisk) {
@@ -244,6 +297,28 @@ TEST(KvOffloadEngine, AnExactRepeatLoadsAllButTheLastTokensBlock) {
     EXPECT_EQ(first.stats.kv_offload_stored_chunks, 3);
     EXPECT_EQ(repeat.stats.kv_offload_stored_chunks, 0);
   }
+}
+
+TEST(KvOffloadEngine, AHotHitOnChunksHeldInRedisQueuesNothingAgain) {
+  // A pool that keeps the prompt: the second round is a hot-cache hit on chunks that only Redis
+  // holds below. The engine remembers what it wrote there, so it neither copies nor queues them
+  // again (no local tier could say they are there).
+  if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.ok());
+  EngineConfig c = SmallPool();
+  c.kv_cache_memory_bytes = 640 * 16 * 64;
+  c.kv_offload_redis = redis.url();
+  // One engine: round one computes and writes three chunks, round two hits them in the hot pool.
+  const RoundsRun writer = RunRounds(c, Conversations(1, 96), 2);
+  EXPECT_EQ(writer.ids[1], writer.ids[0]);
+  EXPECT_GT(writer.cached_tokens, 0);
+  EXPECT_EQ(writer.stats.kv_offload_stored_chunks, 3) << "written once, not again on the hit";
+  // A fresh engine: round one loads them from Redis, round two hits them in its hot pool.
+  const RoundsRun reader = RunRounds(c, Conversations(1, 96), 2);
+  EXPECT_EQ(reader.ids, writer.ids);
+  EXPECT_EQ(reader.stats.kv_offload_loaded_tokens, 96 - 16);
+  EXPECT_EQ(reader.stats.kv_offload_stored_chunks, 0) << "what it found there is known";
 }
 
 TEST(KvOffloadEngine, CorruptOrTruncatedFilesAreRefusedAndRecomputed) {

@@ -237,5 +237,46 @@ TEST(BlockPoolDeathTest, AcquireFreeBlockAborts) {
   EXPECT_DEATH(pool.Acquire(MakeBlockId(1)), "free block");
 }
 
+TEST(BlockPoolTest, TheContentDropObserverSeesEveryBlockWhoseContentGoes) {
+  BlockPool pool = MakePool(3);
+  std::vector<BlockId> dropped;
+  pool.SetContentDropObserver([&](BlockId b) { dropped.push_back(b); });
+  const BlockId a = *pool.Allocate();
+  const BlockId b = *pool.Allocate();
+  const BlockId c = *pool.Allocate();
+  // A hashed block released is kept (evictable): no drop.
+  pool.SetHash(a, 1);
+  pool.Release(a);
+  EXPECT_TRUE(dropped.empty());
+  // An unhashed block released goes to the free stack: dropped.
+  pool.Release(b);
+  EXPECT_EQ(dropped, std::vector<BlockId>{b});
+  // A private block about to be written in place: dropped (its old bytes are still there).
+  pool.NoteInPlaceWrite(c);
+  EXPECT_EQ(dropped.back(), c);
+  // Allocate takes the free block first (no drop), then evicts the evictable one (a drop).
+  dropped.clear();
+  EXPECT_EQ(*pool.Allocate(), b);
+  EXPECT_TRUE(dropped.empty());
+  EXPECT_EQ(*pool.Allocate(), a);
+  EXPECT_EQ(dropped, std::vector<BlockId>{a});
+  // ClearHash of an evictable block and EvictAll drop; ClearHash of an in-use block does not
+  // (its writer says NoteInPlaceWrite when it writes).
+  pool.SetHash(a, 2);
+  pool.ClearHash(a);
+  EXPECT_EQ(dropped.size(), 1u);
+  pool.SetHash(a, 3);
+  pool.Release(a);
+  pool.ClearHash(a);
+  EXPECT_EQ(dropped.back(), a);
+  const BlockId d = *pool.Allocate();
+  pool.SetHash(d, 4);
+  pool.Release(d);
+  dropped.clear();
+  EXPECT_EQ(pool.EvictAll(), 1);
+  EXPECT_EQ(dropped, std::vector<BlockId>{d});
+  EXPECT_TRUE(IsOk(pool.CheckInvariants()));
+}
+
 }  // namespace
 }  // namespace kvforge::kvmeta

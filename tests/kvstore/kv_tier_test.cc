@@ -388,5 +388,75 @@ TEST(TierChain, AFailingTierDoesNotStopTheOthers) {
   EXPECT_EQ(f->tier, 1u);
 }
 
+// A RAM tier that says it is remote and counts the questions it is asked: stands in for Redis
+// where only the chain's bookkeeping is under test (the real Redis tier has its own tests).
+class CountingRemoteTier final : public KvTier {
+ public:
+  explicit CountingRemoteTier(std::atomic<int>* contains_calls)
+      : inner_(MakeRamTier(1 << 20)), contains_calls_(contains_calls) {}
+  const std::string& name() const override { return inner_->name(); }
+  Status Put(const TierKey& key, const std::vector<uint8_t>& record) override {
+    return inner_->Put(key, record);
+  }
+  std::optional<std::vector<uint8_t>> Get(const TierKey& key) override { return inner_->Get(key); }
+  bool Contains(const TierKey& key) const override {
+    ++*contains_calls_;
+    return inner_->Contains(key);
+  }
+  void Erase(const TierKey& key) override { inner_->Erase(key); }
+  KvTierStats stats() const override { return inner_->stats(); }
+  void CountCorrupt() override { inner_->CountCorrupt(); }
+  void CountMiss() override { inner_->CountMiss(); }
+  bool remote() const override { return true; }
+
+ private:
+  std::unique_ptr<KvTier> inner_;
+  std::atomic<int>* contains_calls_;
+};
+
+TEST(TierChain, KnowsWhatItWroteToARemoteTierWithoutAskingIt) {
+  std::atomic<int> asked{0};
+  std::vector<std::unique_ptr<KvTier>> tiers;
+  tiers.push_back(std::make_unique<CountingRemoteTier>(&asked));
+  auto* remote = tiers.back().get();
+  TierChain chain(std::move(tiers), 1 << 20);
+  EXPECT_FALSE(chain.KnownToHold(Key(1)));
+  ASSERT_TRUE(chain.Store(Key(1), Record(1, 10)));
+  chain.Flush();
+  const int asked_by_writer = asked.load();
+  EXPECT_TRUE(chain.KnownToHold(Key(1))) << "written there by this chain";
+  EXPECT_EQ(asked.load(), asked_by_writer) << "KnownToHold does no I/O";
+  // Found there by a fetch: known too.
+  ASSERT_TRUE(remote->Put(Key(2), Record(2, 10)).ok());
+  EXPECT_FALSE(chain.KnownToHold(Key(2)));
+  ASSERT_TRUE(chain.Fetch(Key(2)).has_value());
+  EXPECT_TRUE(chain.KnownToHold(Key(2)));
+  // Gone behind the chain's back: the next fetch misses and the belief goes with it.
+  remote->Erase(Key(2));
+  EXPECT_FALSE(chain.Fetch(Key(2)).has_value());
+  EXPECT_FALSE(chain.KnownToHold(Key(2)));
+  // Rejected (failed verification above): not known any more.
+  auto f = chain.Fetch(Key(1));
+  ASSERT_TRUE(f.has_value());
+  chain.Reject(Key(1), f->tier);
+  EXPECT_FALSE(chain.KnownToHold(Key(1)));
+  // Said present when the writer asked before writing: known.
+  ASSERT_TRUE(remote->Put(Key(3), Record(3, 10)).ok());
+  ASSERT_TRUE(chain.Store(Key(3), Record(3, 10)));
+  chain.Flush();
+  EXPECT_TRUE(chain.KnownToHold(Key(3)));
+}
+
+TEST(TierChain, ABeliefAboutARemoteTierAges) {
+  std::atomic<int> asked{0};
+  std::vector<std::unique_ptr<KvTier>> tiers;
+  tiers.push_back(std::make_unique<CountingRemoteTier>(&asked));
+  TierChain chain(std::move(tiers), 1 << 20, std::chrono::milliseconds(0));
+  ASSERT_TRUE(chain.Store(Key(1), Record(1, 10)));
+  chain.Flush();
+  EXPECT_TRUE(chain.Contains(Key(1))) << "the tier holds it";
+  EXPECT_FALSE(chain.KnownToHold(Key(1))) << "a belief of age zero is never trusted";
+}
+
 }  // namespace
 }  // namespace kvforge::kvstore

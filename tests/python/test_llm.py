@@ -145,6 +145,29 @@ def test_kv_offload_disk_tier_serves_a_restarted_engine(tmp_path):
         LLM(**dict(opts, kv_offload_compression="gzip"))
 
 
+def test_kv_offload_write_back_defers_until_the_engine_closes(tmp_path):
+    # A pool that keeps the prompt: write-back holds its chunks in the pool (nothing on disk),
+    # and the closing engine writes them; a restarted one loads them.
+    opts = dict(max_model_len=256, enable_prefix_caching=True, block_size=16,
+                kv_offload_disk=str(tmp_path), kv_offload_chunk_tokens=32,
+                kv_offload_write="back")
+    prompt = "Once upon a time, there was a little girl named Lily. She loved to play outside " \
+             "in the park with her friends and her big red ball."
+    with LLM(**opts) as first:
+        want = first.generate(prompt, SamplingParams(**GREEDY))[0].outputs[0].token_ids
+        st = first.stats()
+        assert st["kv_offload_stored_chunks"] == 0
+        assert st["kv_offload_deferred_chunks"] >= 1
+        assert not list(tmp_path.rglob("*.kvc"))
+    assert list(tmp_path.rglob("*.kvc")), "the closing engine wrote back what it held"
+    with LLM(**opts) as second:
+        out = second.generate(prompt, SamplingParams(**GREEDY))[0]
+        assert out.outputs[0].token_ids == want
+        assert second.stats()["kv_offload_loaded_tokens"] >= 32
+    with pytest.raises(ValueError, match="kv_offload_write"):
+        LLM(**dict(opts, kv_offload_write="sideways"))
+
+
 @pytest.mark.skipif(not os.environ.get("KVF_REDIS_URL"),
                     reason="needs KVF_REDIS_URL (scripts/with_redis.sh starts a redis-server)")
 def test_kv_offload_redis_tier_is_shared_by_two_engines():

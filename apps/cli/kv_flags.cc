@@ -50,6 +50,9 @@ void AddOffloadFlags(FlagParser& p, KvFlags* f) {
            "KV offload: tokens per chunk, a multiple of the block size (256)");
   p.AddString("kv-offload-compression", &f->offload_compression,
               "KV offload: chunk compression, none | lz4 | zstd (lz4)");
+  p.AddString("kv-offload-dtype", &f->offload_dtype,
+              "KV offload: store chunks in this smaller dtype, f16 | bf16 | int8 | q8_0 | q4_0 "
+              "(auto: as the KV cache holds them)");
   p.AddString("kv-offload-write", &f->offload_write,
               "KV offload: write chunks when computed (through) or when the hot pool drops "
               "them (back) (through)");
@@ -73,6 +76,8 @@ Status ApplyOffloadFlags(const KvFlags& f, EngineConfig* config) {
                           .WithContext("--kv-offload-compression"));
   KVF_RETURN_IF_ERROR(SetConfigField(config, "kv_offload_write", f.offload_write)
                           .WithContext("--kv-offload-write"));
+  KVF_RETURN_IF_ERROR(SetConfigField(config, "kv_offload_dtype", f.offload_dtype)
+                          .WithContext("--kv-offload-dtype"));
   std::string dir = f.offload_disk;
   if (const size_t colon = dir.rfind(':'); colon != std::string::npos) {
     const std::string size = dir.substr(colon + 1);

@@ -111,6 +111,9 @@ struct EngineConfig {
   int64_t kv_offload_load_timeout_ms = 1000;
   KvOffloadCompression kv_offload_compression = KvOffloadCompression::kLz4;
   KvOffloadWrite kv_offload_write = KvOffloadWrite::kThrough;
+  // The dtype chunks take below the pool (f16, bf16, int8, q8_0, q4_0): smaller records in every
+  // tier, at the cost of that dtype's rounding on load. kAuto: the pool's own bytes.
+  KvCacheDtype kv_offload_dtype = KvCacheDtype::kAuto;
   // Shared tier: redis://[:password@]host[:port][,host:port...][/db] ("": none). Several hosts
   // (or one cluster node) mean a Redis Cluster. Capacity and LRU are the server's (maxmemory,
   // maxmemory-policy allkeys-lru).

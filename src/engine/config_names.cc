@@ -308,6 +308,9 @@ std::vector<ConfigField> MakeFields() {
           "longest wait for a request's chunks from the tiers, ms (then it recomputes them)"),
       Choice("kv_offload_compression", &C::kv_offload_compression, kOffloadCompression,
              "offloaded chunks: none, lz4 or zstd"),
+      Dtype("kv_offload_dtype", &C::kv_offload_dtype,
+            "offloaded chunks transcoded to this smaller dtype (f16, bf16, int8, q8_0, q4_0; "
+            "auto: as the KV cache holds them)"),
       Choice("kv_offload_write", &C::kv_offload_write, kOffloadWrite,
              "write chunks down the tiers when computed (through) or when the hot pool drops "
              "them (back)"),

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "engine/kv_options.h"
 #include "gguf/gguf_reader.h"
 #include "kvforge/config_names.h"
 #include "kvredis/redis_tier.h"
@@ -93,6 +94,29 @@ uint64_t KvFingerprint(const model::Model& model, const kvstore::PagedKvCache& c
   return d.Final();
 }
 
+uint64_t TranscodedFingerprint(uint64_t fingerprint, const kvstore::BlockTranscoder& t) {
+  Digest d;
+  d.Value(fingerprint);
+  d.Bytes("transcoded", 10);
+  d.Value(t.stored_block_bytes());
+  for (size_t s = 0; s < t.num_streams(); ++s) d.Value(t.stored_dtype(s));
+  return d.Final();
+}
+
+Result<std::shared_ptr<const kvstore::BlockTranscoder>> MakeOffloadTranscoder(
+    const EngineConfig& c, const kvstore::KvStoreConfig& pool) {
+  if (c.kv_offload_dtype == KvCacheDtype::kAuto)
+    return std::shared_ptr<const kvstore::BlockTranscoder>();
+  const kvquant::KvDtype stored = StoredKvDtype(c.kv_offload_dtype, c.kv_f16);
+  // The pool's own dtype: nothing to transcode.
+  if (stored == pool.k_dtype && stored == pool.v_dtype)
+    return std::shared_ptr<const kvstore::BlockTranscoder>();
+  Result<std::unique_ptr<kvstore::BlockTranscoder>> t =
+      kvstore::BlockTranscoder::Create(pool, stored);
+  if (!t.ok()) return t.error();
+  return std::shared_ptr<const kvstore::BlockTranscoder>(std::move(*t));
+}
+
 Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
                                                      const model::Model& model,
                                                      kvstore::PagedKvCache* cache) {
@@ -110,7 +134,10 @@ Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
   if (c.kv_scales == "calibrate")
     return Status::InvalidArgument(
         "kv offload cannot be used with kv_scales 'calibrate' (the scales change after start)");
-  const uint64_t fp = KvFingerprint(model, *cache);
+  KVF_ASSIGN_OR_RETURN(std::shared_ptr<const kvstore::BlockTranscoder> transcoder,
+                       MakeOffloadTranscoder(c, cache->store().config()));
+  uint64_t fp = KvFingerprint(model, *cache);
+  if (transcoder) fp = TranscodedFingerprint(fp, *transcoder);
   std::vector<std::unique_ptr<kvstore::KvTier>> tiers;
   if (c.kv_offload_ram_bytes > 0) tiers.push_back(kvstore::MakeRamTier(c.kv_offload_ram_bytes));
   if (!c.kv_offload_disk.empty()) {
@@ -136,13 +163,14 @@ Result<std::unique_ptr<KvOffload>> KvOffload::Create(const EngineConfig& c,
       cache, std::make_unique<kvstore::TierChain>(std::move(tiers), queue), fp,
       c.kv_offload_chunk_tokens / bt, StoredCompression(c.kv_offload_compression),
       std::chrono::milliseconds(std::min<int64_t>(c.kv_offload_load_timeout_ms, 600000)),
-      c.kv_offload_write);
+      c.kv_offload_write, std::move(transcoder));
 }
 
 KvOffload::KvOffload(kvstore::PagedKvCache* cache, std::unique_ptr<kvstore::TierChain> chain,
                      uint64_t fingerprint, int64_t chunk_blocks,
                      kvstore::ChunkCompression compression, std::chrono::milliseconds load_timeout,
-                     KvOffloadWrite write)
+                     KvOffloadWrite write,
+                     std::shared_ptr<const kvstore::BlockTranscoder> transcoder)
     : cache_(cache),
       chain_(std::move(chain)),
       fingerprint_(fingerprint),
@@ -150,9 +178,11 @@ KvOffload::KvOffload(kvstore::PagedKvCache* cache, std::unique_ptr<kvstore::Tier
       compression_(compression),
       load_timeout_(load_timeout),
       write_(write),
+      transcoder_(std::move(transcoder)),
       raw_buffers_(std::make_shared<kvstore::ByteBufferPool>(4)),
       block_tokens_(cache->block_tokens()),
       block_bytes_(cache->store().block_bytes_all_layers()),
+      stored_block_bytes_(transcoder_ ? transcoder_->stored_block_bytes() : block_bytes_),
       prefetch_budget_bytes_(static_cast<int64_t>(block_bytes_) *
                              std::max<int64_t>(1, cache->num_blocks())),
       loader_(std::make_unique<kvstore::TierLoader>()) {
@@ -189,7 +219,7 @@ kvstore::ChunkMeta KvOffload::Meta(const std::vector<kvmeta::BlockKey>& keys, in
   m.first_block = static_cast<uint32_t>(first);
   m.num_blocks = static_cast<uint32_t>(count);
   m.block_tokens = static_cast<uint32_t>(block_tokens_);
-  m.block_bytes = block_bytes_;
+  m.block_bytes = stored_block_bytes_;
   return m;
 }
 
@@ -236,7 +266,7 @@ void KvOffload::StoreChunk(int64_t seq, std::span<const int32_t> tokens, const P
 
 bool KvOffload::QueueChunk(const kvstore::TierKey& key, const kvstore::ChunkMeta& meta,
                            std::vector<int32_t> ids, std::span<const int32_t> blocks) {
-  const uint64_t bb = meta.block_bytes;
+  const uint64_t bb = block_bytes_;
   // raw: [blocks x block_bytes], the blocks as KvStore::ReadBlock serialises them.
   // Reused from earlier chunks: no memset and no page faults on the engine thread.
   std::vector<uint8_t> raw = raw_buffers_->Take(static_cast<size_t>(bb * blocks.size()));
@@ -246,9 +276,17 @@ bool KvOffload::QueueChunk(const kvstore::TierKey& key, const kvstore::ChunkMeta
   const kvstore::ChunkCompression comp = compression_;
   const bool queued = chain_->StoreLazy(
       key, bytes,
-      [meta, comp, raw = std::move(raw), ids = std::move(ids),
-       buffers = raw_buffers_]() mutable -> std::optional<std::vector<uint8_t>> {
-        Result<std::vector<uint8_t>> r = kvstore::EncodeChunk(meta, ids, raw, comp);
+      [meta, comp, raw = std::move(raw), ids = std::move(ids), buffers = raw_buffers_,
+       transcoder = transcoder_]() mutable -> std::optional<std::vector<uint8_t>> {
+        // stored: [num_blocks x stored_block_bytes], the chunk in the smaller dtype.
+        std::vector<uint8_t> stored;
+        std::span<const uint8_t> payload = raw;
+        if (transcoder) {
+          stored.resize(meta.num_blocks * meta.block_bytes);
+          transcoder->ToStored(raw.data(), meta.num_blocks, stored.data());
+          payload = stored;
+        }
+        Result<std::vector<uint8_t>> r = kvstore::EncodeChunk(meta, ids, payload, comp);
         buffers->Give(std::move(raw));
         if (!r.ok()) {
           KVF_LOG_WARN("kv offload: %s", r.error().message().c_str());
@@ -402,7 +440,13 @@ bool KvOffload::FetchChunk(std::span<const int32_t> tokens,
   }
   out->first = first;
   out->count = count;
-  out->raw = std::move(*raw);
+  if (transcoder_) {
+    // Back to the pool's dtype here, on the loader thread: the engine thread only copies.
+    out->raw.resize(static_cast<size_t>(count) * block_bytes_);
+    transcoder_->ToPool(raw->data(), count, out->raw.data());
+  } else {
+    out->raw = std::move(*raw);
+  }
   return true;
 }
 
@@ -496,6 +540,7 @@ std::string KvOffload::Describe() const {
                               (long long)(chunk_blocks_ * cache_->block_tokens()),
                               std::string(kvstore::ChunkCompressionName(compression_)).c_str(),
                               ConfigName(write_));
+  if (transcoder_) out += ", stored " + transcoder_->Describe();
   for (size_t i = 0; i < chain_->num_tiers(); ++i)
     out += (i ? " -> " : " ") + chain_->tier(i).Describe();
   return out;

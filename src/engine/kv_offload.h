@@ -28,6 +28,7 @@
 #include "kvforge/engine_config.h"
 #include "kvforge/kv_tier_stats.h"
 #include "kvmeta/block_hash.h"
+#include "kvstore/block_transcoder.h"
 #include "kvstore/byte_buffer_pool.h"
 #include "kvstore/kv_chunk.h"
 #include "kvstore/paged_kv_cache.h"
@@ -44,6 +45,12 @@ namespace kvforge::engine {
 // samples of its tensor data), the KV layout, dtypes, block size, FP8 scales, RoPE, and the chunk
 // format version.
 uint64_t KvFingerprint(const model::Model& model, const kvstore::PagedKvCache& cache);
+// The fingerprint of chunks stored through `t`: their bytes hold other values than the pool's
+// (the stored dtype's rounding), so they are never mixed with untranscoded ones.
+uint64_t TranscodedFingerprint(uint64_t fingerprint, const kvstore::BlockTranscoder& t);
+// The transcoder kv_offload_dtype asks for: null when it is auto or names the pool's own dtype.
+Result<std::shared_ptr<const kvstore::BlockTranscoder>> MakeOffloadTranscoder(
+    const EngineConfig& config, const kvstore::KvStoreConfig& pool);
 
 struct KvOffloadStats {
   int64_t loaded_tokens = 0;  // tokens whose KV came from a tier instead of being computed
@@ -61,11 +68,14 @@ class KvOffload {
   static Result<std::unique_ptr<KvOffload>> Create(const EngineConfig& config,
                                                    const model::Model& model,
                                                    kvstore::PagedKvCache* cache);
-  // From parts (tests): `chain` holds the tiers.
+  // From parts (tests): `chain` holds the tiers. transcoder: chunks are stored in its smaller
+  // dtype (null: as the pool holds them); `fingerprint` must then already say so
+  // (TranscodedFingerprint).
   KvOffload(kvstore::PagedKvCache* cache, std::unique_ptr<kvstore::TierChain> chain,
             uint64_t fingerprint, int64_t chunk_blocks, kvstore::ChunkCompression compression,
             std::chrono::milliseconds load_timeout = std::chrono::milliseconds(1000),
-            KvOffloadWrite write = KvOffloadWrite::kThrough);
+            KvOffloadWrite write = KvOffloadWrite::kThrough,
+            std::shared_ptr<const kvstore::BlockTranscoder> transcoder = nullptr);
   // Writes back what is still deferred (the cache must still be alive), then stops the loader
   // before the chain it reads goes.
   ~KvOffload();
@@ -181,10 +191,13 @@ class KvOffload {
   const kvstore::ChunkCompression compression_;
   const std::chrono::milliseconds load_timeout_;
   const KvOffloadWrite write_;
+  // Chunks below the pool in a smaller dtype (null: the pool's bytes). Shared with queued encoders.
+  const std::shared_ptr<const kvstore::BlockTranscoder> transcoder_;
   // Chunk copies handed back by the writer once encoded (shared: queued encoders outlive us).
   std::shared_ptr<kvstore::ByteBufferPool> raw_buffers_;
   const int64_t block_tokens_;  // the cache's, read once (the loader must not touch the cache)
   const uint64_t block_bytes_;  // one block over all layers
+  const uint64_t stored_block_bytes_;  // one block as a chunk record holds it (transcoded or not)
   const int64_t prefetch_budget_bytes_;  // fetched bytes held at most (the hot pool's size)
   std::unordered_map<int64_t, Progress> progress_;
   // Write-back: deferred chunks by tier key, and the keys each physical block is part of.

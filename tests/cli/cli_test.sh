@@ -190,6 +190,12 @@ check "offload bad compression" 2 "$KVF" bench throughput --workload fixed --num
 check "offload bad write policy" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-write sideways --no-progress
 check "offload write-back" 0 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-write back --no-progress
 contains "offload write-back is logged" "$TMP/err" "write-back"
+check "offload transcoded" 0 "$KVF" bench throughput --workload multi-turn --num-prompts 4 --turns 2 --input-len 48 --output-len 8 --kv-cache-memory 160KiB --kv-offload-ram 1MiB --kv-offload-chunk 32 --kv-offload-dtype q8_0 --no-progress
+contains "offload transcoding is logged" "$TMP/err" "stored k f16 -> q8_0, v f16 -> q8_0"
+check "offload bad dtype" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-dtype q9_9 --no-progress
+contains "offload bad dtype message" "$TMP/err" "--kv-offload-dtype"
+check "offload dtype not smaller" 1 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-dtype bf16 --no-progress
+contains "offload dtype not smaller message" "$TMP/err" "not smaller"
 check "offload chunk not a block multiple" 1 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-chunk 24 --no-progress
 contains "offload chunk message" "$TMP/err" "multiple of block_size"
 check "run bad kv dtype" 2 "$KVF" run --prompt "Hi" --kv-dtype q9_9

@@ -2,18 +2,22 @@
 // prefixes are evicted between rounds: greedy outputs with a RAM tier, a disk tier or both equal
 // those with no tier, and the tiers are actually read from; a new engine on a warm disk directory
 // loads what the previous one stored; corrupt or truncated files are refused and recomputed; KV of
-// another format in the same directory is never loaded; impossible configurations are refused.
+// another format in the same directory is never loaded; chunks transcoded to a smaller dtype are
+// smaller, load back and keep the outputs, and are never mixed with untranscoded ones;
+// impossible configurations are refused.
 // With a real redis-server (started here on a random loopback port): a second engine loads what
 // the first stored, a killed or stopped server mid-run changes no output, a stopped server
 // never stalls the other requests' steps (loads run on the loader thread), and a load that
 // outlives its time-out is recomputed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine_core.h"
@@ -368,6 +372,85 @@ TEST(KvOffloadEngine, KvOfAnotherFormatInTheSameDirectoryIsNeverLoaded) {
   EXPECT_GT(ChunkFiles(dir.path()).size(), files) << "it stored its own chunks beside";
 }
 
+// Tokens of `got` equal to `want`, position by position, over all requests; and their count.
+std::pair<size_t, size_t> AgreeingTokens(const RoundsRun& got, const RoundsRun& want) {
+  size_t same = 0, total = 0;
+  for (size_t i = 0; i < std::min(got.ids.size(), want.ids.size()); ++i)
+    for (size_t k = 0; k < std::min(got.ids[i].size(), want.ids[i].size()); ++k, ++total)
+      same += got.ids[i][k] == want.ids[i][k] ? 1 : 0;
+  return {same, total};
+}
+
+TEST(KvOffloadEngine, TranscodedChunksAreSmallerAndLoadBack) {
+  // kv_offload_dtype: chunks go below the pool in a smaller dtype. The same conversations as
+  // above: the second round loads each one's first 64 tokens from the RAM tier, in the pool's
+  // dtype again. What is written is the smaller records (q8_0 rows of 34 B for f16 rows of 64 B,
+  // plus the token ids and the header: about 0.54x), and the greedy outputs stay those of no
+  // tier (a loaded token's KV moves by at most the stored dtype's rounding).
+  const Prompts prompts = Conversations(5, 96);
+  struct Variant {
+    const char* pool;
+    const char* stored;
+    double max_ratio;      // stored bytes / untranscoded bytes, at most
+    double min_agreement;  // output tokens equal to the no-tier run, at least
+  };
+  for (const Variant v : {Variant{"f16", "q8_0", 0.56, 0.95}, Variant{"f32", "f16", 0.51, 1.0},
+                          Variant{"f16", "q4_0", 0.32, 0.8}}) {
+    SCOPED_TRACE(std::string(v.pool) + " -> " + v.stored);
+    EngineConfig c = SmallPool();
+    ASSERT_TRUE(SetConfigField(&c, "kv_cache_dtype", v.pool).ok());
+    c.kv_cache_memory_bytes = c.kv_cache_memory_bytes * (std::string(v.pool) == "f32" ? 2 : 1);
+    const RoundsRun want = RunRounds(c, prompts, 2, true);
+    c.kv_offload_ram_bytes = 8 << 20;
+    c.kv_offload_compression = KvOffloadCompression::kNone;  // compare the records' own sizes
+    const RoundsRun plain = RunRounds(c, prompts, 2, true);
+    ASSERT_TRUE(SetConfigField(&c, "kv_offload_dtype", v.stored).ok());
+    const RoundsRun got = RunRounds(c, prompts, 2, true);
+    ASSERT_EQ(got.ids.size(), want.ids.size());
+    EXPECT_EQ(plain.ids, want.ids);
+    EXPECT_GE(got.stats.kv_offload_loaded_tokens, 5 * 64);
+    EXPECT_EQ(got.stats.kv_offload_loaded_tokens, plain.stats.kv_offload_loaded_tokens);
+    EXPECT_EQ(got.stats.kv_offload_rejected_chunks, 0);
+    ASSERT_EQ(got.stats.kv_tiers.size(), 1u);
+    ASSERT_EQ(plain.stats.kv_tiers.size(), 1u);
+    EXPECT_EQ(got.stats.kv_tiers[0].puts, plain.stats.kv_tiers[0].puts);
+    const double ratio = static_cast<double>(got.stats.kv_tiers[0].bytes_in) /
+                         static_cast<double>(plain.stats.kv_tiers[0].bytes_in);
+    EXPECT_LE(ratio, v.max_ratio);
+    EXPECT_GT(ratio, v.max_ratio - 0.1);
+    // Round one computes everything, so it is the no-tier output exactly.
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got.ids[i], want.ids[i]) << i;
+    const auto [same, total] = AgreeingTokens(got, want);
+    EXPECT_GE(static_cast<double>(same), v.min_agreement * static_cast<double>(total))
+        << same << " of " << total << " tokens agree";
+  }
+}
+
+TEST(KvOffloadEngine, TranscodedAndUntranscodedChunksAreKeptApart) {
+  // The same model, pool and tokens, but records of other values: an engine that stores q8_0
+  // chunks never loads f16 ones from the same directory, nor the other way round.
+  const Prompts prompts = SharedPrefixPrompts();
+  TempDir dir;
+  EngineConfig plain = SmallPool();
+  plain.kv_offload_disk = dir.path();
+  EngineConfig q = plain;
+  ASSERT_TRUE(SetConfigField(&q, "kv_offload_dtype", "q8_0").ok());
+  RunRounds(plain, prompts, 1);
+  const RoundsRun q_run = RunRounds(q, {prompts[0]}, 1);
+  EXPECT_EQ(q_run.stats.kv_offload_loaded_tokens, 0);
+  EXPECT_EQ(q_run.stats.kv_offload_rejected_chunks, 0) << "kept apart by fingerprint";
+  EXPECT_GT(q_run.stats.kv_offload_stored_chunks, 0);
+  TempDir dir2;
+  q.kv_offload_disk = plain.kv_offload_disk = dir2.path();
+  RunRounds(q, prompts, 1);
+  const RoundsRun plain_run = RunRounds(plain, {prompts[0]}, 1);
+  EXPECT_EQ(plain_run.stats.kv_offload_loaded_tokens, 0);
+  EXPECT_EQ(plain_run.stats.kv_offload_rejected_chunks, 0);
+  // And each loads its own: a second q8_0 engine finds the first one's chunks.
+  const RoundsRun q_again = RunRounds(q, {prompts[0]}, 1);
+  EXPECT_GT(q_again.stats.kv_offload_loaded_tokens, 0);
+}
+
 TEST(KvOffloadEngine, ASecondEngineLoadsWhatTheFirstStoredInRedis) {
   if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server missing";
   testing::RedisServer redis;
@@ -560,6 +643,19 @@ TEST(KvOffloadEngine, RefusesConfigurationsTheTiersCannotServe) {
   c = SmallPool();
   c.kv_offload_disk = not_a_dir;
   cases.push_back({"disk path is a file", c, not_a_dir});
+  c = SmallPool();
+  c.kv_offload_ram_bytes = 1 << 20;
+  EXPECT_TRUE(SetConfigField(&c, "kv_offload_dtype", "bf16").ok());
+  cases.push_back({"a stored dtype no smaller than the pool's", c, "not smaller"});
+  c = SmallPool();
+  c.kv_offload_ram_bytes = 1 << 20;
+  EXPECT_TRUE(SetConfigField(&c, "kv_cache_dtype", "fp8").ok());
+  EXPECT_TRUE(SetConfigField(&c, "kv_offload_dtype", "q4_0").ok());
+  cases.push_back({"an fp8 pool transcoded", c, "cannot be transcoded"});
+  c = SmallPool();
+  c.kv_offload_ram_bytes = 1 << 20;
+  EXPECT_TRUE(SetConfigField(&c, "kv_offload_dtype", "kivi2").ok());
+  cases.push_back({"a stored dtype a chunk cannot take", c, "can be stored as"});
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
     LLM llm(k.cfg);

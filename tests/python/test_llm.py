@@ -168,6 +168,30 @@ def test_kv_offload_write_back_defers_until_the_engine_closes(tmp_path):
         LLM(**dict(opts, kv_offload_write="sideways"))
 
 
+def test_kv_offload_dtype_stores_smaller_chunks(tmp_path):
+    # q8_0 chunks below an f16 pool: the files hold about half the bytes of untranscoded ones,
+    # and a restarted engine loads them back into its f16 pool.
+    opts = dict(max_model_len=256, enable_prefix_caching=True, block_size=16,
+                kv_cache_memory_bytes=640 * 16 * 6, kv_offload_chunk_tokens=32,
+                kv_offload_compression="none")
+    prompt = "Once upon a time, there was a little girl named Lily. She loved to play outside " \
+             "in the park with her friends and her big red ball."
+    sizes = {}
+    for dtype in ("auto", "q8_0"):
+        d = tmp_path / dtype
+        with LLM(**opts, kv_offload_disk=str(d), kv_offload_dtype=dtype) as cold:
+            want = cold.generate(prompt, SamplingParams(**GREEDY))[0].outputs[0].token_ids
+        sizes[dtype] = sum(f.stat().st_size for f in d.rglob("*.kvc"))
+        with LLM(**opts, kv_offload_disk=str(d), kv_offload_dtype=dtype) as warm:
+            out = warm.generate(prompt, SamplingParams(**GREEDY))[0]
+            assert warm.stats()["kv_offload_loaded_tokens"] >= 32
+            if dtype == "auto":
+                assert out.outputs[0].token_ids == want
+    assert 0.45 < sizes["q8_0"] / sizes["auto"] < 0.6, sizes
+    with pytest.raises(ValueError, match="not smaller"):
+        LLM(**opts, kv_offload_ram_bytes=1 << 20, kv_offload_dtype="bf16")
+
+
 @pytest.mark.skipif(not os.environ.get("KVF_REDIS_URL"),
                     reason="needs KVF_REDIS_URL (scripts/with_redis.sh starts a redis-server)")
 def test_kv_offload_redis_tier_is_shared_by_two_engines():

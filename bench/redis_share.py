@@ -7,9 +7,11 @@ prompts with --kv-offload-redis on an empty database (it computes and stores); t
 a new process, serves them again from the same database. With --cluster the same A/B pair runs
 against a three-master Redis Cluster the script builds (redis-cli --cluster create), so a single
 node and a cluster are compared in the same round. Prints mean TTFT per variant and round and the
-ratio against `off` from the same round. Needs redis-server and redis-cli. Usage:
+ratio against `off` from the same round. --prefetch 4,0 runs B once per value of
+--kv-offload-prefetch (waiting requests that fetch their chunks while the one ahead computes; 0:
+a fetch starts at admission), alternating. Needs redis-server and redis-cli. Usage:
   bench/redis_share.py KVFORGE [--dim 512] [--layers 8] [--input-len 2048] [--prompts 4]
-      [--chunk 256] [--rounds 3] [--cluster] [--json OUT]
+      [--chunk 256] [--rounds 3] [--cluster] [--prefetch 4] [--json OUT]
 """
 import argparse
 import json
@@ -40,6 +42,7 @@ def main():
     p.add_argument("--chunk", type=int, default=256)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--cluster", action="store_true")
+    p.add_argument("--prefetch", default="4")
     p.add_argument("--json")
     a = p.parse_args()
     rows = {}
@@ -64,8 +67,11 @@ def main():
                     flush()
                     rows.setdefault(f"{name} A (computes, stores)", []).append(
                         ttft(a, model, ["--kv-offload-redis", url] + chunk))
-                    rows.setdefault(f"{name} B (loads A's)", []).append(
-                        ttft(a, model, ["--kv-offload-redis", url] + chunk))
+                    values = a.prefetch.split(",")
+                    for v in (values if r % 2 == 0 else values[::-1]):
+                        label = f"{name} B (loads A's)" + (f", prefetch {v}" if len(values) > 1 else "")
+                        rows.setdefault(label, []).append(
+                            ttft(a, model, ["--kv-offload-redis", url, "--kv-offload-prefetch", v] + chunk))
         finally:
             for server in procs:
                 server.stop()

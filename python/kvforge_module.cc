@@ -201,6 +201,7 @@ py::dict StatsDict(const EngineStats& s) {
   d["kv_offload_rejected_chunks"] = s.kv_offload_rejected_chunks;
   d["kv_offload_dropped_writes"] = s.kv_offload_dropped_writes;
   d["kv_offload_load_timeouts"] = s.kv_offload_load_timeouts;
+  d["kv_offload_prefetches"] = s.kv_offload_prefetches;
   d["kv_offload_load_waits"] = s.kv_offload_load_waits;
   d["kv_offload_deferred_chunks"] = s.kv_offload_deferred_chunks;
   py::list tiers;

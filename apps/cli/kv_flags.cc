@@ -61,6 +61,9 @@ void AddOffloadFlags(FlagParser& p, KvFlags* f) {
               "several hosts (or one cluster node) = Redis Cluster (default off)");
   p.AddInt("kv-offload-redis-timeout", &f->offload_redis_timeout_ms,
            "KV offload: Redis time-out per connect/read/write in ms, then a miss (200)");
+  p.AddInt("kv-offload-prefetch", &f->offload_prefetch,
+           "KV offload: waiting requests whose chunks are fetched while the requests ahead "
+           "compute (4; 0: only once a request could be admitted)");
   p.AddInt("kv-offload-load-timeout", &f->offload_load_timeout_ms,
            "KV offload: longest wait for a request's chunks in ms; then it recomputes them (1000)");
   p.AddInt("kv-offload-redis-ttl", &f->offload_redis_ttl_s,
@@ -98,6 +101,9 @@ Status ApplyOffloadFlags(const KvFlags& f, EngineConfig* config) {
     return Status::InvalidArgument("--kv-offload-load-timeout must be positive (ms)");
   config->kv_offload_redis_timeout_ms = f.offload_redis_timeout_ms;
   config->kv_offload_load_timeout_ms = f.offload_load_timeout_ms;
+  if (f.offload_prefetch < 0)
+    return Status::InvalidArgument("--kv-offload-prefetch must not be negative");
+  config->kv_offload_prefetch_requests = f.offload_prefetch;
   config->kv_offload_redis_ttl_s = f.offload_redis_ttl_s;
   return Status::Ok();
 }

@@ -37,6 +37,7 @@ struct KvFlags {
   std::string offload_compression = "lz4";
   std::string offload_write = "through";
   std::string offload_dtype = "auto";
+  int64_t offload_prefetch = 4;
   std::string offload_redis;  // redis://host:port[,host:port...][/db]
   int64_t offload_redis_timeout_ms = 200;
   int64_t offload_redis_ttl_s = 0;

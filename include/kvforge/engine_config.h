@@ -109,6 +109,10 @@ struct EngineConfig {
   // A waiting request's chunks are fetched on a loader thread while other requests step; past
   // this it is admitted without them and recomputes what they held.
   int64_t kv_offload_load_timeout_ms = 1000;
+  // The first this many requests still waiting behind others have their chunks fetched already,
+  // while the requests ahead compute, so the loads are done when they are admitted (0: a fetch
+  // starts only when its request could be admitted).
+  int64_t kv_offload_prefetch_requests = 4;
   KvOffloadCompression kv_offload_compression = KvOffloadCompression::kLz4;
   KvOffloadWrite kv_offload_write = KvOffloadWrite::kThrough;
   // The dtype chunks take below the pool (f16, bf16, int8, q8_0, q4_0): smaller records in every

@@ -102,8 +102,9 @@ struct EngineStats {
   int64_t kv_offload_stored_chunks = 0;
   int64_t kv_offload_rejected_chunks = 0;
   int64_t kv_offload_dropped_writes = 0;
-  int64_t kv_offload_load_timeouts = 0;    // requests admitted without chunks still loading
-  int64_t kv_offload_load_waits = 0;       // admissions put off (per step) for chunks on their way
+  int64_t kv_offload_load_timeouts = 0;  // requests admitted without chunks still loading
+  int64_t kv_offload_load_waits = 0;     // admissions put off (per step) for chunks on their way
+  int64_t kv_offload_prefetches = 0;     // fetches started while their request waited behind others
   int64_t kv_offload_deferred_chunks = 0;  // write-back: chunks waiting for the pool to drop them
   std::vector<KvTierStats> kv_tiers;
 };

@@ -304,6 +304,8 @@ std::vector<ConfigField> MakeFields() {
       Int("kv_offload_disk_bytes", &C::kv_offload_disk_bytes, 1, "disk KV offload tier capacity"),
       Int("kv_offload_chunk_tokens", &C::kv_offload_chunk_tokens, 1,
           "tokens per offloaded chunk (a multiple of block_size)"),
+      Int("kv_offload_prefetch_requests", &C::kv_offload_prefetch_requests, 0,
+          "waiting requests whose chunks are fetched while the requests ahead compute (0: off)"),
       Int("kv_offload_load_timeout_ms", &C::kv_offload_load_timeout_ms, 1,
           "longest wait for a request's chunks from the tiers, ms (then it recomputes them)"),
       Choice("kv_offload_compression", &C::kv_offload_compression, kOffloadCompression,

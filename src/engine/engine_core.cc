@@ -120,6 +120,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
                            ? sched::PreemptionMode::kSwap
                            : sched::PreemptionMode::kRecompute;
   sc.static_batching = c.batching == BatchingMode::kStatic;
+  sc.prefix_prefetch_requests = c.kv_offload_prefetch_requests;
   KVF_RETURN_IF_ERROR(sc.Validate());
   e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
   e->pool_ = std::make_unique<kernels::ThreadPool>(c.threads);
@@ -644,6 +645,7 @@ EngineStats EngineCore::Stats() const {
     s.kv_offload_rejected_chunks = os.rejected_chunks;
     s.kv_offload_dropped_writes = os.dropped_writes;
     s.kv_offload_load_timeouts = os.load_timeouts;
+    s.kv_offload_prefetches = os.prefetches;
     s.kv_offload_deferred_chunks = offload_->deferred_chunks();
     s.kv_offload_load_waits = ss.num_prefix_load_waits;
     s.kv_tiers = os.tiers;

@@ -338,20 +338,46 @@ void KvOffload::WriteBackAll() {
   for (const kvstore::TierKey& key : keys) WriteDeferred(key, true);
 }
 
+std::shared_ptr<KvOffload::Fetch> KvOffload::StartFetch(int64_t seq,
+                                                        std::span<const int32_t> tokens,
+                                                        std::span<const int32_t> query,
+                                                        std::string_view salt, int64_t have,
+                                                        bool prefetch) {
+  const int64_t query_blocks = static_cast<int64_t>(query.size()) / block_tokens_;
+  if (have / block_tokens_ >= query_blocks) return nullptr;  // nothing below the hit to look for
+  auto f = std::make_shared<Fetch>(&held_bytes_);
+  f->tokens.assign(tokens.begin(), tokens.end());
+  f->usable = static_cast<int64_t>(std::min(query.size(), tokens.size()));
+  f->salt = std::string(salt);
+  f->from_block = have / block_tokens_;
+  f->deadline = std::chrono::steady_clock::now() + load_timeout_;
+  f->prefetch = prefetch;
+  fetches_.emplace(seq, f);
+  loader_->Submit([this, f] { RunFetch(f.get()); });
+  return f;
+}
+
+void KvOffload::Prefetch(int64_t seq, std::span<const int32_t> tokens,
+                         std::span<const int32_t> query, std::string_view salt, int64_t have) {
+  if (fetches_.count(seq) != 0) return;
+  if (StartFetch(seq, tokens, query, salt, have, /*prefetch=*/true) != nullptr) ++stats_.prefetches;
+}
+
 bool KvOffload::Loading(int64_t seq, std::span<const int32_t> tokens,
                         std::span<const int32_t> query, std::string_view salt, int64_t have) {
   const int64_t query_blocks = static_cast<int64_t>(query.size()) / block_tokens_;
   if (have / block_tokens_ >= query_blocks) return false;  // nothing below the hit to look for
   auto it = fetches_.find(seq);
+  if (it != fetches_.end() && it->second->prefetch &&
+      it->second->done.load(std::memory_order_acquire) && it->second->budget_cut) {
+    // A prefetch cut short by the bytes other waiting requests held: now that this sequence can
+    // be admitted, fetch again with the budget they have handed back.
+    it->second->cancelled.store(true, std::memory_order_relaxed);
+    fetches_.erase(it);
+    it = fetches_.end();
+  }
   if (it == fetches_.end()) {
-    auto f = std::make_shared<Fetch>(&held_bytes_);
-    f->tokens.assign(tokens.begin(), tokens.end());
-    f->usable = static_cast<int64_t>(std::min(query.size(), tokens.size()));
-    f->salt = std::string(salt);
-    f->from_block = have / block_tokens_;
-    f->deadline = std::chrono::steady_clock::now() + load_timeout_;
-    fetches_.emplace(seq, f);
-    loader_->Submit([this, f] { RunFetch(f.get()); });
+    const std::shared_ptr<Fetch> f = StartFetch(seq, tokens, query, salt, have, false);
     // A local tier, or a miss in Redis, answers within a grace of a few milliseconds: waiting
     // that long here saves the request a whole step of waiting.
     return !WaitForFetch(*f, kFetchGrace);
@@ -396,7 +422,13 @@ void KvOffload::RunFetch(Fetch* f) {
     const int64_t full_end = first + chunk_blocks_;
     // Fetched bytes wait in memory until admission: past the budget the rest is recomputed.
     const int64_t chunk_bytes = static_cast<int64_t>(block_bytes_) * chunk_blocks_;
-    if (held_bytes_.load(std::memory_order_relaxed) + chunk_bytes > prefetch_budget_bytes_) break;
+    // Prefetches (requests not yet admissible) may hold half of it, so the request at the head
+    // of the queue always finds room.
+    const int64_t budget = f->prefetch ? prefetch_budget_bytes_ / 2 : prefetch_budget_bytes_;
+    if (held_bytes_.load(std::memory_order_relaxed) + chunk_bytes > budget) {
+      f->budget_cut = true;
+      break;
+    }
     // The whole chunk, or else the longest shorter one (a sequence's last chunk) the tiers know:
     // candidates longest first, asked of each tier at once (one round trip for Redis).
     const int64_t longest = std::min(full_end, all_blocks);

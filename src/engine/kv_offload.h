@@ -59,6 +59,7 @@ struct KvOffloadStats {
   int64_t rejected_chunks = 0;  // found but failed verification (recomputed)
   int64_t dropped_writes = 0;   // chunks the write queue had no room for
   int64_t load_timeouts = 0;    // fetches not done by the time-out (their sequence recomputed)
+  int64_t prefetches = 0;       // fetches started before their sequence could be admitted
   std::vector<KvTierStats> tiers;
 };
 
@@ -96,6 +97,11 @@ class KvOffload {
   // recomputes what it would have brought).
   bool Loading(int64_t seq, std::span<const int32_t> tokens, std::span<const int32_t> query,
                std::string_view salt, int64_t have);
+  // The same first step for a sequence that cannot be admitted yet (requests ahead of it hold
+  // the room): starts its fetch without waiting, so Loading finds it done at admission. Nothing
+  // when a fetch for it runs already or there is nothing below the hit.
+  void Prefetch(int64_t seq, std::span<const int32_t> tokens, std::span<const int32_t> query,
+                std::string_view salt, int64_t have);
   // Resident `seq` holds the first `have` tokens of `query` (a hot-cache hit; in radix mode it may
   // end inside a block, which is then the sequence's own copy). Copies the chunks its finished
   // fetch brought that follow the hit into new blocks of `seq`; returns the tokens it holds now
@@ -148,7 +154,10 @@ class KvOffload {
     std::atomic<int64_t>* held;
     std::atomic<bool> cancelled{false};
     std::atomic<bool> done{false};
-    bool gave_up = false;  // engine thread: past the time-out; the sequence recomputes
+    bool gave_up = false;   // engine thread: past the time-out; the sequence recomputes
+    bool prefetch = false;  // started before its sequence could be admitted (set before Submit)
+    // Loader: stopped at the held-bytes budget with chunks still to look for (set before done).
+    bool budget_cut = false;
   };
   kvstore::ChunkMeta Meta(const std::vector<kvmeta::BlockKey>& keys, int64_t first, int64_t count,
                           std::string_view salt) const;
@@ -172,6 +181,12 @@ class KvOffload {
   // Queues the deferred chunk `key` (if it is not below already) and forgets it.
   // wait_for_room: block until the queue has room rather than drop it.
   void WriteDeferred(const kvstore::TierKey& key, bool wait_for_room);
+  // Starts fetching the chunks after the hot hit of `have` tokens for `seq` on the loader thread;
+  // null when there is nothing below the hit to look for. prefetch: the sequence cannot be
+  // admitted yet (its fetch may hold only half the budget, and is redone at admission if cut).
+  std::shared_ptr<Fetch> StartFetch(int64_t seq, std::span<const int32_t> tokens,
+                                    std::span<const int32_t> query, std::string_view salt,
+                                    int64_t have, bool prefetch);
   // Blocks until `f` is done or `grace` passes; whether it is done.
   bool WaitForFetch(const Fetch& f, std::chrono::microseconds grace);
   // Loader thread: finds, fetches and verifies the chunks of `f`'s tokens from its first block on,
@@ -197,7 +212,7 @@ class KvOffload {
   std::shared_ptr<kvstore::ByteBufferPool> raw_buffers_;
   const int64_t block_tokens_;  // the cache's, read once (the loader must not touch the cache)
   const uint64_t block_bytes_;  // one block over all layers
-  const uint64_t stored_block_bytes_;  // one block as a chunk record holds it (transcoded or not)
+  const uint64_t stored_block_bytes_;    // one block as a chunk record holds it (transcoded or not)
   const int64_t prefetch_budget_bytes_;  // fetched bytes held at most (the hot pool's size)
   std::unordered_map<int64_t, Progress> progress_;
   // Write-back: deferred chunks by tier key, and the keys each physical block is part of.

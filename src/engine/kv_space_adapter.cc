@@ -58,14 +58,26 @@ int64_t EngineKvSpace::InflightPrefixTokens(int64_t seq, int64_t num_tokens) con
 }
 
 bool EngineKvSpace::PrefixLoading(int64_t seq, int64_t num_tokens) {
+  return AskTiers(seq, num_tokens, /*prefetch=*/false);
+}
+
+void EngineKvSpace::PrefetchPrefix(int64_t seq, int64_t num_tokens) {
+  AskTiers(seq, num_tokens, /*prefetch=*/true);
+}
+
+bool EngineKvSpace::AskTiers(int64_t seq, int64_t num_tokens, bool prefetch) {
   if (offload_ == nullptr || !prefix_caching() || cache_->Contains(seq)) return false;
   const SeqTokens t = tokens_(seq);
   const auto q = Query(t, num_tokens);
   if (q.empty()) return false;
   const auto all = std::span<const int32_t>(*t.tokens).first(
       std::min<size_t>(static_cast<size_t>(num_tokens), t.tokens->size()));
-  return offload_->Loading(seq, all, q, t.salt,
-                           cache_->prefix_cache()->Match(q, t.salt).num_tokens);
+  const int64_t hot = cache_->prefix_cache()->Match(q, t.salt).num_tokens;
+  if (prefetch) {
+    offload_->Prefetch(seq, all, q, t.salt, hot);
+    return false;
+  }
+  return offload_->Loading(seq, all, q, t.salt, hot);
 }
 
 int64_t EngineKvSpace::AttachCachedPrefix(int64_t seq, int64_t num_tokens) {

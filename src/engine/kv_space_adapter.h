@@ -50,6 +50,7 @@ class EngineKvSpace final : public sched::KvSpace {
   int64_t CachedPrefixTokens(int64_t seq, int64_t num_tokens) const override;
   int64_t InflightPrefixTokens(int64_t seq, int64_t num_tokens) const override;
   bool PrefixLoading(int64_t seq, int64_t num_tokens) override;
+  void PrefetchPrefix(int64_t seq, int64_t num_tokens) override;
   int64_t AttachCachedPrefix(int64_t seq, int64_t num_tokens) override;
   void OnComputed(int64_t seq, int64_t num_computed, bool in_prefill) override;
 
@@ -61,6 +62,8 @@ class EngineKvSpace final : public sched::KvSpace {
   int64_t num_swapped_sequences() const { return static_cast<int64_t>(swapped_.size()); }
 
  private:
+  // PrefixLoading (prefetch false) or PrefetchPrefix (true) for the sequence's query and hot hit.
+  bool AskTiers(int64_t seq, int64_t num_tokens, bool prefetch);
   struct Swapped {
     std::optional<kvstore::CompactionState> compaction;  // an evicting sequence's slot state
     int64_t num_tokens = 0;

@@ -59,6 +59,9 @@ class KvSpace {
   // Whether unknown `seq` waits for KV of its prefix coming from elsewhere (offload tiers): the
   // first call may start that transfer. The scheduler admits it later and, meanwhile, others.
   virtual bool PrefixLoading(int64_t /*seq*/, int64_t /*num_tokens*/) { return false; }
+  // Unknown `seq` is not admitted yet (requests ahead of it hold the room): the space may start
+  // bringing its prefix from elsewhere now, so that PrefixLoading finds it done at admission.
+  virtual void PrefetchPrefix(int64_t /*seq*/, int64_t /*num_tokens*/) {}
   // Creates unknown `seq` holding its cached prefix; returns the tokens now computed (0: none).
   virtual int64_t AttachCachedPrefix(int64_t /*seq*/, int64_t /*num_tokens*/) { return 0; }
   // The scheduler committed K/V for tokens [0, num_computed) of `seq` (in_prefill: still in its

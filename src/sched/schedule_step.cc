@@ -328,9 +328,28 @@ void Scheduler::Impl::AttachPrefixes(Req* r) {
   r->admitted_once = true;
 }
 
+void Scheduler::Impl::PrefetchWaiting(const std::vector<Req*>& order,
+                                      const std::vector<bool>& admitted) {
+  if (!kv->prefix_caching() || cfg.static_batching) return;
+  int64_t offered = 0;
+  for (size_t i = 0; i < order.size() && offered < cfg.prefix_prefetch_requests; ++i) {
+    if (admitted[i]) continue;
+    const Req& r = *order[i];
+    for (const SeqState& s : r.seqs) {
+      if (Complete(r, s) || s.kv_slots != 0 || s.num_computed != 0) continue;
+      kv->PrefetchPrefix(s.id, s.num_tokens);  // the first sequence: its siblings share it
+      break;
+    }
+    ++offered;
+  }
+}
+
 void Scheduler::Impl::AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt) {
   int64_t reserved = RunningReservation();
-  for (Req* r : AdmissionOrder()) {
+  const std::vector<Req*> order = AdmissionOrder();
+  std::vector<bool> admitted(order.size(), false);
+  for (size_t i = 0; i < order.size(); ++i) {
+    Req* r = order[i];
     if (!cfg.static_batching && (b->budget <= 0 || b->num_seqs() >= cfg.max_num_seqs)) break;
     if (reserved + SeqReservation(*r) > cfg.max_num_seqs) break;
     if (DeferForInflightPrefix(*r)) {
@@ -353,6 +372,7 @@ void Scheduler::Impl::AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt)
       reserved += SeqReservation(*r);
       continue;
     }
+    admitted[i] = true;
     waiting.erase(RankOf(*r));
     aging.erase(r->arrival);
     *avail -= need;
@@ -362,6 +382,8 @@ void Scheduler::Impl::AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt)
     PushRunning(r);
     ScheduleSeqs(r, /*prefill=*/true, /*may_preempt=*/false, b);
   }
+  // Whatever stopped admission, the requests left waiting may fetch their prefixes meanwhile.
+  PrefetchWaiting(order, admitted);
 }
 
 }  // namespace kvforge::sched

@@ -28,6 +28,8 @@ Status SchedulerConfig::Validate() const {
     return Status::InvalidArgument("sched: long_prefill_token_threshold must be >= 0");
   }
   if (max_wait_steps < 0) return Status::InvalidArgument("sched: max_wait_steps must be >= 0");
+  if (prefix_prefetch_requests < 0)
+    return Status::InvalidArgument("sched: prefix_prefetch_requests must be >= 0");
   if (!(max_itl_ms >= 0.0) || !std::isfinite(max_itl_ms)) {
     return Status::InvalidArgument(
         base::StrFormat("sched: max_itl_ms must be finite and >= 0, got %g", max_itl_ms));

@@ -112,6 +112,11 @@ struct SchedulerConfig {
   // that prefix is cached. Plain rank order when more than lpm_max_queue requests wait.
   bool cache_aware = true;
   int64_t lpm_max_queue = 128;
+  // With a KvSpace that brings prefixes from elsewhere (offload tiers): the first this many
+  // requests left waiting after admission may have their prefixes fetched already, while the
+  // requests ahead of them compute (KvSpace::PrefetchPrefix), so their loads are done by the time
+  // they are admitted. 0: a load starts only when its request could be admitted.
+  int64_t prefix_prefetch_requests = 4;
 
   Status Validate() const;
 };

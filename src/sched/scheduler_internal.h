@@ -114,6 +114,9 @@ struct Scheduler::Impl {
   int64_t SwapInNeed(const Req& r) const;
   void SwapInRequests(PlanBuilder* b, int64_t* avail, bool* exempt);
   void AdmitWaiting(PlanBuilder* b, int64_t* avail, bool* exempt);
+  // Offers the first cfg.prefix_prefetch_requests of `order` still waiting to
+  // KvSpace::PrefetchPrefix.
+  void PrefetchWaiting(const std::vector<Req*>& order, const std::vector<bool>& admitted);
   // Waiting requests in the order admission visits them (rank, or longest cached prefix).
   std::vector<Req*> AdmissionOrder() const;
   // True when `r` should wait for a prefix another running request is computing.

@@ -59,6 +59,9 @@ std::string RenderTierMetrics(const EngineStats& s) {
   total("kvforge_kv_offload_load_timeouts_total",
         "Requests admitted without their offloaded chunks, still loading at the time-out.",
         s.kv_offload_load_timeouts);
+  total("kvforge_kv_offload_prefetches_total",
+        "Tier fetches started while their request waited behind others (ready at admission).",
+        s.kv_offload_prefetches);
   total("kvforge_kv_offload_load_waits_total",
         "Admissions put off for a step while a request's chunks were loading.",
         s.kv_offload_load_waits);

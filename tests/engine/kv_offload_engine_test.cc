@@ -3,7 +3,8 @@
 // those with no tier, and the tiers are actually read from; a new engine on a warm disk directory
 // loads what the previous one stored; corrupt or truncated files are refused and recomputed; KV of
 // another format in the same directory is never loaded; chunks transcoded to a smaller dtype are
-// smaller, load back and keep the outputs, and are never mixed with untranscoded ones;
+// smaller, load back and keep the outputs, and are never mixed with untranscoded ones; requests
+// waiting behind others fetch their chunks before they are admitted;
 // impossible configurations are refused.
 // With a real redis-server (started here on a random loopback port): a second engine loads what
 // the first stored, a killed or stopped server mid-run changes no output, a stopped server
@@ -379,6 +380,28 @@ std::pair<size_t, size_t> AgreeingTokens(const RoundsRun& got, const RoundsRun& 
     for (size_t k = 0; k < std::min(got.ids[i].size(), want.ids[i].size()); ++k, ++total)
       same += got.ids[i][k] == want.ids[i][k] ? 1 : 0;
   return {same, total};
+}
+
+TEST(KvOffloadEngine, RequestsWaitingBehindOthersPrefetchTheirChunks) {
+  // Four stored conversations sent together to an engine that runs one request at a time: while
+  // the first computes, the three behind it fetch their chunks (kv_offload_prefetch_requests), so
+  // each is admitted with its load done. Loads and outputs are those of fetching at admission.
+  const Prompts prompts = Conversations(4, 96);
+  TempDir dir;
+  EngineConfig c = SmallPool();
+  c.kv_offload_disk = dir.path();
+  const RoundsRun stored = RunRounds(c, prompts, 1, true);
+  ASSERT_EQ(stored.stats.kv_offload_stored_chunks, 4 * 3);
+  c.max_num_seqs = 1;
+  for (const int64_t prefetch : {4, 0}) {
+    SCOPED_TRACE("prefetch " + std::to_string(prefetch));
+    c.kv_offload_prefetch_requests = prefetch;
+    const RoundsRun got = RunRounds(c, prompts, 1);
+    EXPECT_EQ(got.ids, stored.ids);
+    EXPECT_EQ(got.stats.kv_offload_loaded_tokens, 4 * (96 - 16));
+    EXPECT_EQ(got.stats.kv_offload_prefetches, prefetch > 0 ? 3 : 0);
+    EXPECT_EQ(got.stats.kv_offload_rejected_chunks, 0);
+  }
 }
 
 TEST(KvOffloadEngine, TranscodedChunksAreSmallerAndLoadBack) {

@@ -2,7 +2,8 @@
 // (the first chunk starts after it), waiting requests are admitted longest cached prefix first
 // within their priority class, aged requests still go first, and a request whose prefix a running
 // request is prefilling waits for it (but not forever, and never when nothing runs), and a
-// request whose prefix the space is still loading waits beside the others, its room kept.
+// request whose prefix the space is still loading waits beside the others, its room kept; the
+// first prefix_prefetch_requests requests left waiting are offered a prefetch, in admission order.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -45,6 +46,7 @@ class PrefixSpace final : public KvSpace {
     --it->second;
     return true;
   }
+  void PrefetchPrefix(int64_t seq, int64_t) override { prefetched.push_back(seq); }
   int64_t AttachCachedPrefix(int64_t seq, int64_t) override {
     const int64_t hit = Get(cached, seq);
     if (hit > 0 && !inner_.Grow(seq, hit)) return 0;
@@ -54,6 +56,7 @@ class PrefixSpace final : public KvSpace {
   void OnComputed(int64_t seq, int64_t n, bool) override { computed[seq] = n; }
 
   std::map<int64_t, int64_t> cached, inflight, attached, computed, loading, asked_loading;
+  std::vector<int64_t> prefetched;  // sequences offered a prefetch, in call order
 
  private:
   static int64_t Get(const std::map<int64_t, int64_t>& m, int64_t k) {
@@ -214,6 +217,45 @@ TEST(SchedulerPrefixTest, ALoadingRequestKeepsItsRoom) {
   ASSERT_FALSE(r.chunks.empty());
   EXPECT_EQ(r.chunks[0].request, 1);
   Commit(s, r);
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
+TEST(SchedulerPrefixTest, RequestsLeftWaitingAreOfferedAPrefetchInAdmissionOrder) {
+  // One running slot: request 9 runs; 1..5 wait (cached prefixes make the admission order 3, 2,
+  // then 1, 4, 5 by arrival). Each step offers the first two waiting a prefetch, in that order.
+  PrefixSpace kv(64, 16);
+  SchedulerConfig c = Config(1);
+  c.prefix_prefetch_requests = 2;
+  Scheduler s(c, &kv);
+  ASSERT_TRUE(s.AddRequest({.id = 9, .seq = 90, .prompt_tokens = 20, .max_new_tokens = 4}).ok());
+  StepPlan p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].request, 9);
+  EXPECT_TRUE(kv.prefetched.empty()) << "nobody was left waiting";
+  kv.cached = {{20, 32}, {30, 64}};
+  for (int i = 1; i <= 5; ++i)
+    ASSERT_TRUE(
+        s.AddRequest({.id = i, .seq = 10 * i, .prompt_tokens = 80, .max_new_tokens = 4}).ok());
+  // Request 9 decodes (it holds the one slot): the first two waiting are offered.
+  ASSERT_TRUE(s.OnStepDone(p, {{90, true}}, {}).ok());
+  p = s.Schedule();
+  EXPECT_EQ(kv.prefetched, (std::vector<int64_t>{30, 20}));
+  ASSERT_TRUE(s.OnStepDone(p, {}, {{9, true}}).ok());
+  // Request 3 is admitted next; 2 and 1 are offered.
+  kv.prefetched.clear();
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].request, 3);
+  EXPECT_EQ(kv.prefetched, (std::vector<int64_t>{20, 10}));
+  ASSERT_TRUE(s.OnStepDone(p, {}, {{3, true}}).ok());
+  // Off: nothing is offered.
+  PrefixSpace kv_off(64, 16);
+  c.prefix_prefetch_requests = 0;
+  Scheduler off(c, &kv_off);
+  ASSERT_TRUE(off.AddRequest({.id = 9, .seq = 90, .prompt_tokens = 20, .max_new_tokens = 4}).ok());
+  ASSERT_TRUE(off.AddRequest({.id = 1, .seq = 10, .prompt_tokens = 80, .max_new_tokens = 4}).ok());
+  off.Schedule();
+  EXPECT_TRUE(kv_off.prefetched.empty());
   EXPECT_TRUE(s.CheckInvariants().ok());
 }
 

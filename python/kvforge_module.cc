@@ -342,9 +342,16 @@ class Engine {
     Live();
     return py::bytes(engine_->Detokenize(ids));
   }
+  // Counted up to the end of the step running now, so a request generate() has just returned
+  // is in them; the last refreshed counters if that step takes longer than 10 s.
   py::dict Stats() {
     Live();
-    return StatsDict(engine_->Stats());
+    const EngineStats s = [&] {
+      py::gil_scoped_release release;
+      Result<EngineStats> r = engine_->CurrentStats(10000);
+      return r.ok() ? *r : engine_->Stats();
+    }();
+    return StatsDict(s);
   }
   py::dict Info() {
     Live();

@@ -137,7 +137,13 @@ class AsyncEngine {
                                            std::vector<OutputCallback> callbacks);
   // Stops a request in any state and frees its blocks; its callback gets a final "abort" output.
   void Abort(int64_t request_id);
+  // The counters as the engine thread last refreshed them (after each step): a request whose
+  // final output came in the step still running is not counted yet.
   EngineStats Stats() const;
+  // The counters once the step running now (if any) has ended, so everything already delivered
+  // to a callback is counted (an idle engine wakes for it). kUnavailable when no answer comes
+  // within timeout_ms (a long step) or on shutdown.
+  Result<EngineStats> CurrentStats(int timeout_ms = 2000) const;
   // The KV cache as an inspector draws it (kvforge/kv_snapshot.h), taken by the engine thread
   // between two steps (an idle engine wakes for it); at most max_prefix_entries prefix cache
   // entries, and in *stats (when given) the engine's counters at that same moment. kUnavailable

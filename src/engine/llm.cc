@@ -106,6 +106,11 @@ struct AsyncEngine::Impl {
   KvSnapshot snapshot;             // guarded by mu
   EngineStats snapshot_stats;      // guarded by mu: `stats` when it was taken
   std::condition_variable snapshot_cv;
+  // CurrentStats: callers take a ticket; every refresh of `stats` serves all tickets up to
+  // stats_wanted.
+  uint64_t stats_wanted = 0;  // guarded by mu
+  uint64_t stats_made = 0;    // guarded by mu
+  std::condition_variable stats_cv;
 
   // Called right after `stats` was refreshed, with no step in between.
   void ServeSnapshot() {
@@ -135,7 +140,7 @@ struct AsyncEngine::Impl {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] {
           return stop || !inbox.empty() || !aborts.empty() || core->HasWork() ||
-                 snapshot_wanted != snapshot_made;
+                 snapshot_wanted != snapshot_made || stats_wanted != stats_made;
         });
         if (stop) break;
         subs.swap(inbox);
@@ -164,10 +169,13 @@ struct AsyncEngine::Impl {
       {
         std::lock_guard<std::mutex> lock(mu);
         stats = core->Stats();
+        stats_made = stats_wanted;
       }
+      stats_cv.notify_all();
       ServeSnapshot();
     }
     snapshot_cv.notify_all();  // waiting snapshot callers see `stop`
+    stats_cv.notify_all();
     // Shutting down: every request still known gets a final "abort".
     EngineStats final_stats = core->Stats();
     (void)final_stats;
@@ -269,6 +277,19 @@ Result<KvSnapshot> AsyncEngine::KvCacheSnapshot(size_t max_prefix_entries, int t
   if (impl_->snapshot_made < ticket) return Status::Unavailable("the engine is shutting down");
   if (stats != nullptr) *stats = impl_->snapshot_stats;
   return impl_->snapshot;
+}
+
+Result<EngineStats> AsyncEngine::CurrentStats(int timeout_ms) const {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  if (impl_->stop) return Status::Unavailable("the engine is shutting down");
+  const uint64_t ticket = ++impl_->stats_wanted;
+  impl_->cv.notify_all();
+  if (!impl_->stats_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                [&] { return impl_->stop || impl_->stats_made >= ticket; }))
+    return Status::Unavailable("the engine did not answer within " + std::to_string(timeout_ms) +
+                               " ms (a long step is running)");
+  if (impl_->stats_made < ticket) return Status::Unavailable("the engine is shutting down");
+  return impl_->stats;
 }
 
 EngineStats AsyncEngine::Stats() const {

@@ -299,6 +299,36 @@ TEST(AsyncEngineTest, ConcurrentClientsGetTheSequentialOutputs) {
   }
 }
 
+TEST(AsyncEngineTest, CurrentStatsCountWhatTheCallbacksDelivered) {
+  // A final output is delivered inside the engine's step; CurrentStats answers once that step
+  // has ended, so the request it finished is counted (Stats may still show it running). An idle
+  // engine wakes to answer.
+  auto engine = AsyncEngine::Create(Base());
+  ASSERT_TRUE(engine.ok());
+  for (int round = 1; round <= 3; ++round) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    auto id = (*engine)->Submit({1, 403, 407, 261, 378}, Greedy(4), [&](const RequestOutput& o) {
+      if (!o.finished) return;
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+      cv.notify_all();
+    });
+    ASSERT_TRUE(id.ok());
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finished; }))
+          << "the request did not finish";
+    }
+    Result<EngineStats> s = (*engine)->CurrentStats();
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    EXPECT_EQ(s->num_running, 0);
+    EXPECT_EQ(s->num_waiting, 0);
+    EXPECT_EQ(s->prefix_cache_queries, round);
+  }
+}
+
 TEST(AsyncEngineTest, AbortFreesTheBlocks) {
   EngineConfig c = Base();
   auto engine = AsyncEngine::Create(c);

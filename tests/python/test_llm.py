@@ -119,6 +119,19 @@ def test_prefix_caching_hits():
         assert not off.stats()["prefix_caching"]
 
 
+def test_stats_after_generate_count_the_last_step():
+    # generate() returns once the last request's output arrives, which happens inside the
+    # engine's last step; stats() waits for that step to end, so every request is counted (the
+    # engine used to refresh its counters only after the step, and stats() could miss it).
+    prompts = ["Once upon a time", "The little dog", "A big red ball"]
+    for _ in range(5):
+        with LLM(max_model_len=256, max_num_seqs=1, enable_prefix_caching=True) as llm:
+            llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=1))
+            st = llm.stats()
+            assert st["prefix_cache_queries"] == len(prompts), st
+            assert st["num_running"] == 0 and st["num_waiting"] == 0, st
+
+
 def test_kv_offload_disk_tier_serves_a_restarted_engine(tmp_path):
     # A pool of 6 blocks cannot keep the prompt between the two engines; the disk tier can.
     opts = dict(max_model_len=256, enable_prefix_caching=True, block_size=16,

@@ -4,6 +4,7 @@ throw-away redis-server processes (a free loopback port, no persistence, an LRU-
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -15,6 +16,14 @@ def write_json(path, args, **results):
     if path:
         with open(path, "w") as f:
             json.dump(dict(args=vars(args), **results), f, indent=1)
+
+
+def ttft_cells(runs, base_runs, ttft):
+    """A variant's TTFT per round, its ratios against `base_runs` (the baseline's runs of the
+    same rounds) and the two table cells: "a / b / c" and the median ratio "0.20x"."""
+    t = [ttft(x) for x in runs]
+    ratio = [x / ttft(o) for x, o in zip(t, base_runs)]
+    return t, ratio, " / ".join("%.0f" % x for x in t), "%.2fx" % statistics.median(ratio)
 
 
 def make_llama(kvforge, dim, layers, out, ctx=None):

@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 import kvforge
-from bench_support import RedisServer, make_llama, write_json
+from bench_support import RedisServer, make_llama, ttft_cells, write_json
 
 
 def serve(a, model, prompts, **opts):
@@ -79,11 +79,9 @@ def main():
     summary = {}
     total = a.prompts * (a.prefix_len + a.suffix_len)
     for v, rs in rows.items():
-        t = [x[0] for x in rs]
-        ratio = [x / o[0] for x, o in zip(t, rows["off"])]
+        t, ratio, t_cell, ratio_cell = ttft_cells(rs, rows["off"], lambda x: x[0])
         summary[v] = dict(ttft_ms=t, ratio=ratio, loaded=[x[1] for x in rs])
-        print(f"| {v} | {' / '.join('%.0f' % x for x in t)} | {statistics.median(ratio):.2f}x | "
-              f"{100 * statistics.median(x[1] for x in rs) / total:.1f}% |")
+        print(f"| {v} | {t_cell} | {ratio_cell} | {100 * statistics.median(x[1] for x in rs) / total:.1f}% |")
     write_json(a.json, a, rows=rows, summary=summary)
     return 0
 

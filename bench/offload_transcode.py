@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_support import RedisServer, make_llama, write_json
+from bench_support import RedisServer, make_llama, ttft_cells, write_json
 
 
 def run(a, model, extra):
@@ -79,13 +79,11 @@ def main():
     print("|---|---|---|---|---|")
     summary = {}
     for v, rs in rows.items():
-        t = [x["ttft_ms"]["mean"] for x in rs]
-        ratio = [x / o["ttft_ms"]["mean"] for x, o in zip(t, rows["off"])]
+        t, ratio, t_cell, ratio_cell = ttft_cells(rs, rows["off"], lambda x: x["ttft_ms"]["mean"])
         loaded = statistics.median(x["kv_offload_loaded_tokens"] / max(1, x["prompt_tokens"]) for x in rs)
         written = statistics.median(sum(tt["bytes_in"] for tt in x.get("kv_tiers", [])) for x in rs)
         summary[v] = dict(ttft_ms=t, ratio=ratio, loaded=loaded, bytes_in=written)
-        print(f"| {v} | {' / '.join('%.0f' % x for x in t)} | {statistics.median(ratio):.2f}x | "
-              f"{written / 1048576:.1f} | {100 * loaded:.1f}% |")
+        print(f"| {v} | {t_cell} | {ratio_cell} | {written / 1048576:.1f} | {100 * loaded:.1f}% |")
     write_json(a.json, a, rows=rows, summary=summary)
     return 0
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_support import RedisServer, make_llama, start_cluster, write_json
+from bench_support import RedisServer, make_llama, start_cluster, ttft_cells, write_json
 
 
 def ttft(a, model, extra):
@@ -81,12 +81,10 @@ def main():
     print("|---|---|---|---|")
     summary = {}
     for v, rs in rows.items():
-        t = [x["ttft_ms"]["mean"] for x in rs]
-        ratio = [x / o["ttft_ms"]["mean"] for x, o in zip(t, rows["off"])]
+        t, ratio, t_cell, ratio_cell = ttft_cells(rs, rows["off"], lambda x: x["ttft_ms"]["mean"])
         loaded = statistics.median(x["kv_offload_loaded_tokens"] / max(1, x["prompt_tokens"]) for x in rs)
         summary[v] = dict(ttft_ms=t, ratio=ratio, loaded=loaded)
-        print(f"| {v} | {' / '.join('%.0f' % x for x in t)} | {statistics.median(ratio):.2f}x | "
-              f"{100 * loaded:.1f}% |")
+        print(f"| {v} | {t_cell} | {ratio_cell} | {100 * loaded:.1f}% |")
     write_json(a.json, a, rows=rows, summary=summary)
     return 0
 

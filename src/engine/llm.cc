@@ -263,33 +263,43 @@ void AsyncEngine::Abort(int64_t request_id) {
   impl_->cv.notify_all();
 }
 
-Result<KvSnapshot> AsyncEngine::KvCacheSnapshot(size_t max_prefix_entries, int timeout_ms,
-                                                EngineStats* stats) const {
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  if (impl_->stop) return Status::Unavailable("the engine is shutting down");
-  const uint64_t ticket = ++impl_->snapshot_wanted;
-  impl_->snapshot_max_prefix = max_prefix_entries;
-  impl_->cv.notify_all();
-  if (!impl_->snapshot_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                   [&] { return impl_->stop || impl_->snapshot_made >= ticket; }))
+namespace {
+
+// Takes a ticket from `wanted` (under `lock`), wakes the engine thread (`wake`) and waits until
+// it has served the ticket (`made` reaches it, announced on `served`), shutdown, or the time-out.
+Status AwaitEngineThread(std::unique_lock<std::mutex>& lock, const bool& stop, uint64_t& wanted,
+                         const uint64_t& made, std::condition_variable& wake,
+                         std::condition_variable& served, int timeout_ms) {
+  if (stop) return Status::Unavailable("the engine is shutting down");
+  const uint64_t ticket = ++wanted;
+  wake.notify_all();
+  if (!served.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                       [&] { return stop || made >= ticket; }))
     return Status::Unavailable("the engine did not answer within " + std::to_string(timeout_ms) +
                                " ms (a long step is running)");
-  if (impl_->snapshot_made < ticket) return Status::Unavailable("the engine is shutting down");
-  if (stats != nullptr) *stats = impl_->snapshot_stats;
-  return impl_->snapshot;
+  if (made < ticket) return Status::Unavailable("the engine is shutting down");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<KvSnapshot> AsyncEngine::KvCacheSnapshot(size_t max_prefix_entries, int timeout_ms,
+                                                EngineStats* stats) const {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.snapshot_max_prefix = max_prefix_entries;
+  KVF_RETURN_IF_ERROR(AwaitEngineThread(lock, m.stop, m.snapshot_wanted, m.snapshot_made, m.cv,
+                                        m.snapshot_cv, timeout_ms));
+  if (stats != nullptr) *stats = m.snapshot_stats;
+  return m.snapshot;
 }
 
 Result<EngineStats> AsyncEngine::CurrentStats(int timeout_ms) const {
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  if (impl_->stop) return Status::Unavailable("the engine is shutting down");
-  const uint64_t ticket = ++impl_->stats_wanted;
-  impl_->cv.notify_all();
-  if (!impl_->stats_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                [&] { return impl_->stop || impl_->stats_made >= ticket; }))
-    return Status::Unavailable("the engine did not answer within " + std::to_string(timeout_ms) +
-                               " ms (a long step is running)");
-  if (impl_->stats_made < ticket) return Status::Unavailable("the engine is shutting down");
-  return impl_->stats;
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  KVF_RETURN_IF_ERROR(AwaitEngineThread(lock, m.stop, m.stats_wanted, m.stats_made, m.cv,
+                                        m.stats_cv, timeout_ms));
+  return m.stats;
 }
 
 EngineStats AsyncEngine::Stats() const {

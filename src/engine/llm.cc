@@ -297,8 +297,8 @@ Result<KvSnapshot> AsyncEngine::KvCacheSnapshot(size_t max_prefix_entries, int t
 Result<EngineStats> AsyncEngine::CurrentStats(int timeout_ms) const {
   Impl& m = *impl_;
   std::unique_lock<std::mutex> lock(m.mu);
-  KVF_RETURN_IF_ERROR(AwaitEngineThread(lock, m.stop, m.stats_wanted, m.stats_made, m.cv,
-                                        m.stats_cv, timeout_ms));
+  KVF_RETURN_IF_ERROR(
+      AwaitEngineThread(lock, m.stop, m.stats_wanted, m.stats_made, m.cv, m.stats_cv, timeout_ms));
   return m.stats;
 }
 

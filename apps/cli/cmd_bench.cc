@@ -301,7 +301,8 @@ int ThroughputMain(const Args& args) {
              "decode-priority chunking: cut a step's prefill so the step's predicted time stays "
              "within this many ms while sequences decode (0 = off)");
   p.AddInt("min-prefill-chunk", &min_prefill_chunk,
-           "decode-priority chunking: prefill tokens a step with decodes always carries");
+           "decode-priority chunking: most prefill tokens a step with decodes always carries "
+           "(fewer when they would add over a quarter of --max-itl-ms)");
   p.AddBool("compare-chunking", &compare_chunking,
             "run prefill unchunked, chunked by the token budget, and decode-priority chunked "
             "(--max-itl-ms), alternated twice; print each mode's mean and the ratios");

@@ -75,7 +75,8 @@ int ServeMain(const Args& args) {
              "decode-priority chunking: cut a step's prefill so the step's predicted time stays "
              "within this many ms while sequences decode (0: off; docs/adr/0012)");
   p.AddInt("min-prefill-chunk", &min_prefill_chunk,
-           "decode-priority chunking: prefill tokens a step with decodes always carries");
+           "decode-priority chunking: most prefill tokens a step with decodes always carries "
+           "(fewer when they would add over a quarter of --max-itl-ms)");
   p.AddInt("threads", &threads, "compute threads (0: one per core)");
   p.AddString("preemption", &preemption, "recompute | swap");
   p.AddAlias("preemption-mode", "preemption");

@@ -86,7 +86,9 @@ struct EngineConfig {
   // that the step's time, predicted from the steps measured so far, stays within max_itl_ms; the
   // prefill budget shrinks as the decodes grow. 0: off (only the token budget caps a step).
   double max_itl_ms = 0;
-  int64_t min_prefill_chunk = 32;  // prefill tokens a step with decodes always carries
+  // Most prefill tokens a step with decodes always carries under max_itl_ms (fewer when that many
+  // would add over a quarter of the target to the step; at least one).
+  int64_t min_prefill_chunk = 32;
   BatchingMode batching = BatchingMode::kContinuous;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   uint64_t swap_space_bytes = 256ull << 20;  // host memory for swapped-out KV blocks

@@ -287,7 +287,8 @@ std::vector<ConfigField> MakeFields() {
                   "decode-priority chunking: cut a step's prefill so the step's predicted time "
                   "stays within this many ms while sequences decode (0: off)"),
       Int("min_prefill_chunk", &C::min_prefill_chunk, 1,
-          "decode-priority chunking: prefill tokens a step with decodes always carries"),
+          "decode-priority chunking: most prefill tokens a step with decodes always carries "
+          "(fewer when they would add over a quarter of max_itl_ms)"),
       Choice("batching", &C::batching, kBatching, "continuous, or static (a baseline)"),
       Choice("preemption_mode", &C::preemption_mode, kPreemption,
              "what preemption does with a sequence's KV"),

@@ -15,7 +15,11 @@
 #include "sched/scheduler_internal.h"
 
 namespace kvforge::sched {
+
 namespace {
+
+// The share of max_itl_ms a step's floor prefill chunk may add (PrefillChunk).
+constexpr double kFloorShareOfTarget = 0.25;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
@@ -102,8 +106,16 @@ int64_t Scheduler::Impl::PrefillChunk(const SeqState& s, const PlanBuilder& b) c
   const int64_t n = UntimedPrefillChunk(s, b.budget);
   if (!b.itl_limited || n == 0) return n;
   const int64_t fit = cost.MaxChunkTokens(b.prefill_ms_left, s.num_computed, n);
-  // The step's first prefill chunk always gets min_prefill_chunk: prompts never starve.
-  if (b.prefill.empty()) return std::max(fit, std::min(n, cfg.min_prefill_chunk));
+  // The step's first prefill chunk always gets a floor, so prompts never starve: at most
+  // min_prefill_chunk tokens, and no more than add a quarter of the target to the step (at least
+  // one), so a model whose prefill tokens are dear (a 1.1B one: ~10 ms each here) does not push
+  // its decodes' steps far past the target.
+  if (b.prefill.empty()) {
+    const int64_t floor = std::max<int64_t>(
+        1, cost.MaxChunkTokens(cfg.max_itl_ms * kFloorShareOfTarget / cost.tail_factor(),
+                               s.num_computed, std::min(n, cfg.min_prefill_chunk)));
+    return std::max(fit, floor);
+  }
   return fit;
 }
 

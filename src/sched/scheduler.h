@@ -94,8 +94,9 @@ struct SchedulerConfig {
   // enough steps, and in steps without decodes (no inter-token latency to protect), nothing is
   // cut. vLLM's and Sarathi-Serve's stall-free batching, with the budget measured, not set.
   double max_itl_ms = 0;
-  // With max_itl_ms: a step with decodes still carries this many prefill tokens when a prefill
-  // is waiting, so prompts progress even when the decodes alone exceed the target.
+  // With max_itl_ms: a step with decodes still carries up to this many prefill tokens when a
+  // prefill is waiting, so prompts progress even when the decodes alone exceed the target; fewer
+  // when that many would add more than a quarter of the target to the step (never below one).
   int64_t min_prefill_chunk = 32;
   Policy policy = Policy::kFcfs;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;

@@ -143,7 +143,9 @@ TEST(SchedulerItl, OffOrNotReadyMeansTheTokenBudgetAlone) {
 }
 
 TEST(SchedulerItl, DecodesOverTheTargetStillLetTheFloorThrough) {
-  Harness h(ItlConfig(5, /*min_chunk=*/6));  // 8 decodes alone cost 1.5 + 8 x 0.75 > 5 ms
+  // 8 decodes alone cost 1.5 + 8 x 0.75 = 7.5 ms > 7 ms. A quarter of the target (1.75 ms) holds
+  // about 8 prefill tokens at 0.2 ms each, more than the floor of 6, so every step carries 6.
+  Harness h(ItlConfig(7, /*min_chunk=*/6));
   WarmUp(&h, 8);
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_TRUE(h.Add(MakeReq(100, 1000, 30, 2)).ok());
@@ -162,6 +164,30 @@ TEST(SchedulerItl, DecodesOverTheTargetStillLetTheFloorThrough) {
     EXPECT_EQ(h.sched().State(101), RequestState::kWaiting);
   }
   EXPECT_EQ(h.sched().NumComputed(1000), 30);
+}
+
+TEST(SchedulerItl, AFloorThatWouldAddMoreThanAQuarterOfTheTargetShrinks) {
+  // The same decodes over the target with a floor of 32: 32 tokens would add 6.4 ms to a 5 ms
+  // target, so the floor is what fits in a quarter of it (1.25 ms at 0.2 ms a token plus
+  // attention: 5 or 6 tokens), checked against the true cost.
+  Harness h(ItlConfig(5, /*min_chunk=*/32));
+  WarmUp(&h, 8);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_TRUE(h.Add(MakeReq(100, 1000, 60, 2)).ok());
+  const double quarter = 5.0 * 0.25 / h.sched().step_cost_model().tail_factor();
+  for (int i = 0; i < 4; ++i) {
+    const int64_t pos0 = h.sched().NumComputed(1000);
+    const StepPlan plan = h.Step();
+    const ScheduledChunk* c = ChunkOf(plan, 1000);
+    ASSERT_NE(c, nullptr);
+    EXPECT_GE(c->num_tokens, 4);
+    EXPECT_LE(c->num_tokens, 7);
+    // What it adds to the step (0.2 ms a token, 0.001 ms a query-key pair) fits the quarter.
+    const double added =
+        0.2 * static_cast<double>(c->num_tokens) +
+        0.001 * static_cast<double>(c->num_tokens * pos0 + c->num_tokens * (c->num_tokens + 1) / 2);
+    EXPECT_LE(added, quarter * 1.05) << "chunk of " << c->num_tokens << " at " << pos0;
+  }
 }
 
 }  // namespace

@@ -378,6 +378,7 @@ bool KvOffload::Loading(int64_t seq, std::span<const int32_t> tokens,
   }
   if (it == fetches_.end()) {
     const std::shared_ptr<Fetch> f = StartFetch(seq, tokens, query, salt, have, false);
+    if (f == nullptr) return false;
     // A local tier, or a miss in Redis, answers within a grace of a few milliseconds: waiting
     // that long here saves the request a whole step of waiting.
     return !WaitForFetch(*f, kFetchGrace);

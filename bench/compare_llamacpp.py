@@ -12,10 +12,14 @@ Every kvforge run and every llama-bench run is a warm-up and then --reps repetit
 llama.cpp with flash attention (-fa 1). --kv-dtype q8_0 runs both with a q8_0 KV cache
 (llama-bench -ctk q8_0 -ctv q8_0). Prints one markdown row per (shape, weights, test): both
 engines' figures per round, the ratio per round, the median ratio, and for pp tests kvforge's
-matmul GFLOP/s as a fraction of the FMA peak `bench latency` measures in the same run. Usage:
+matmul GFLOP/s as a fraction of the FMA peak `bench latency` measures in the same run (with the
+same kernel table: on an AVX-512 CPU that is the zmm peak, twice the ymm one).
+--kernels avx2 runs kvforge with KVFORGE_KERNELS=avx2, its AVX2 kernels only: the like-for-like
+setting against a peer built for AVX2 (the b10573 build in ../shared/peers is; SOURCES.md), on a
+CPU that has AVX-512. The header names the table kvforge ran. Usage:
   bench/compare_llamacpp.py KVFORGE PEER_DIR [--shapes 110m,1b] [--dtypes f16,q8_0,...]
       [--tests pp512,tg128,tg64@d2048] [--batches 1,4,8,16,64] [--rounds 3] [--reps 2]
-      [--kv-dtype f16|q8_0] [--json OUT] [--keep]
+      [--kv-dtype f16|q8_0] [--kernels avx2|avx512] [--json OUT] [--keep]
 """
 import argparse
 import json
@@ -30,8 +34,15 @@ SHAPES = {  # the two shapes the issue names
 }
 
 
-def run(cmd):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+# The environment of kvforge's runs (KVFORGE_KERNELS with --kernels); llama.cpp's runs get the
+# caller's own.
+KVFORGE_ENV = dict(os.environ)
+# The kernel table each kvforge latency run reported.
+KVFORGE_TABLES = set()
+
+
+def run(cmd, env=None):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
 
 
 def make_model(kvf, shape, dtype, vocab, out):
@@ -59,7 +70,9 @@ def kvforge_test(kvf, model, test, a):
     cmd = [kvf, "bench", "latency", "--model", model, "--n-prompt", str(n if kind == "pp" else 0),
            "--n-gen", str(n if kind == "tg" else 0), "--depth", str(depth), "--repetitions",
            str(a.reps), "--threads", "2", "--kv-dtype", a.kv_dtype, "--no-bandwidth", "--json"]
-    t = json.loads(run(cmd))["tests"][0]
+    report = json.loads(run(cmd, KVFORGE_ENV))
+    KVFORGE_TABLES.add(report.get("kernels", "?"))
+    t = report["tests"][0]
     if kind == "pp":
         PEAK_FRACTIONS.setdefault((model, test), []).append(t["peak_fraction"])
     return t["tokens_per_s"]
@@ -81,7 +94,7 @@ def llamacpp_test(peer, model, test, a):
 def kvforge_batched(kvf, model, a):
     out = run([kvf, "bench", "batched", "--model", model, "--n-prompt", "128", "--n-gen", "64",
                "--batches", ",".join(map(str, a.batches)), "--threads", "2", "--kv-dtype",
-               a.kv_dtype, "--json"])
+               a.kv_dtype, "--json"], KVFORGE_ENV)
     return {r["batch"]: r["s_tg"] for r in json.loads(out)["results"]}
 
 
@@ -134,6 +147,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--kv-dtype", default="f16", choices=["f16", "q8_0"])
+    ap.add_argument("--kernels", default="", help="kvforge's kernel table (KVFORGE_KERNELS): "
+                    "avx2 for a like-for-like run against an AVX2 peer; default: the best")
     ap.add_argument("--vocab-from", default="tests/data/tokenizer-tests/ggml-vocab-llama-spm.gguf")
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--json", default="", help="also write every figure to this file")
@@ -143,8 +158,10 @@ def main():
     tests = [t for t in a.tests.split(",") if t]
     for t in tests:
         parse_test(t)  # fail before any work on a bad name
+    if a.kernels:
+        KVFORGE_ENV["KVFORGE_KERNELS"] = a.kernels
     print(f"kvforge vs llama.cpp ({a.peer}), {a.rounds} rounds alternating, KV {a.kv_dtype}, "
-          "2 threads")
+          f"2 threads, kvforge kernels: {a.kernels or 'best for the CPU'}")
     print("| shape | weights | test | kvforge t/s (rounds) | llama.cpp t/s (rounds) | "
           "ratio per round | median ratio | kvforge pp matmuls / FMA peak |")
     print("|---|---|---|---|---|---|---|---|")
@@ -165,9 +182,12 @@ def main():
                     row(shape, dtype, f"S_TG B={b}", [r[b] for r in k], [r[b] for r in l], rows)
             if not a.keep:
                 os.remove(model)
+    if KVFORGE_TABLES:
+        print("kvforge ran the kernel table(s): " + ", ".join(sorted(KVFORGE_TABLES)))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(rounds=a.rounds, kv_dtype=a.kv_dtype, rows=rows), f, indent=1)
+            json.dump(dict(rounds=a.rounds, kv_dtype=a.kv_dtype, rows=rows,
+                           kvforge_kernels=sorted(KVFORGE_TABLES)), f, indent=1)
     return 0
 
 

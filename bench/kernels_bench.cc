@@ -73,29 +73,37 @@ void BM_Gemm(benchmark::State& state, const char* table_name, WType w) {
       ->Arg(32)                                                    \
       ->Arg(128)
 
-#define KVF_GEMM_BENCH(wt)                                    \
-  BENCHMARK_CAPTURE(BM_Gemm, avx2_##wt, "avx2", WType::k##wt) \
-      ->Args({2048, 768, 512})                                \
-      ->Args({768, 2048, 512})                                \
-      ->Args({2048, 2048, 512})                               \
-      ->Args({2048, 8192, 64})                                \
-      ->Args({2048, 8192, 128})                               \
-      ->Args({2048, 2048, 64})                                \
+#define KVF_GEMM_BENCH_ON(table, wt)                             \
+  BENCHMARK_CAPTURE(BM_Gemm, table##_##wt, #table, WType::k##wt) \
+      ->Args({2048, 768, 512})                                   \
+      ->Args({768, 2048, 512})                                   \
+      ->Args({2048, 2048, 512})                                  \
+      ->Args({2048, 8192, 64})                                   \
+      ->Args({2048, 8192, 128})                                  \
+      ->Args({2048, 2048, 64})                                   \
       ->Unit(benchmark::kMillisecond)
 
-KVF_GEMM_BENCH(F32);
-KVF_GEMM_BENCH(F16);
-KVF_GEMM_BENCH(BF16);
-KVF_GEMM_BENCH(Q8_0);
-KVF_GEMM_BENCH(Q4_0);
-KVF_GEMM_BENCH(Q4_K);
-KVF_GEMM_BENCH(Q6_K);
+KVF_GEMM_BENCH_ON(avx2, F32);
+KVF_GEMM_BENCH_ON(avx2, F16);
+KVF_GEMM_BENCH_ON(avx2, BF16);
+KVF_GEMM_BENCH_ON(avx2, Q8_0);
+KVF_GEMM_BENCH_ON(avx2, Q4_0);
+KVF_GEMM_BENCH_ON(avx2, Q4_K);
+KVF_GEMM_BENCH_ON(avx2, Q6_K);
+// The AVX-512 table's own matmuls (float weights; quantized ones in large batches); "not
+// supported" on AVX2-only CPUs.
+KVF_GEMM_BENCH_ON(avx512, F32);
+KVF_GEMM_BENCH_ON(avx512, F16);
+KVF_GEMM_BENCH_ON(avx512, BF16);
+KVF_GEMM_BENCH_ON(avx512, Q8_0);
+KVF_GEMM_BENCH_ON(avx512, Q4_K);
 
 KVF_MATMUL_BENCH(ref, F32);
 KVF_MATMUL_BENCH(avx2, F32);
 KVF_MATMUL_BENCH(ref, F16);
 KVF_MATMUL_BENCH(avx2, F16);
 KVF_MATMUL_BENCH(avx2, BF16);
+KVF_MATMUL_BENCH(avx512, F16);
 KVF_MATMUL_BENCH(ref, Q8_0);
 KVF_MATMUL_BENCH(avx2, Q8_0);
 KVF_MATMUL_BENCH(avx2, Q4_0);

@@ -403,13 +403,13 @@ int LatencyMain(const Args& args) {
   }
   out += base::StrFormat(
       "],\"fma_peak_gflop_per_s\":%.2f,\"bandwidth_gb_per_s\":%.3f,\"roofline_fraction\":%.4f,"
-      "\"threads\":%d,"
+      "\"threads\":%d,\"kernels\":\"%s\","
       "\"kv_dtype\":\"%s\",\"kv_bytes_per_token\":%.0f}",
-      peak, bw, roofline, pool.num_threads(),
+      peak, bw, roofline, pool.num_threads(), kernels::Active().name,
       engine::KvDtypeLabel((*cache)->store().config()).c_str(), kv_per_token);
   if (!json && peak > 0)
-    std::printf("FMA peak (register-only multiply-adds, %d threads) %.1f GFLOP/s\n",
-                pool.num_threads(), peak);
+    std::printf("FMA peak (register-only multiply-adds, %d threads, %s kernels) %.1f GFLOP/s\n",
+                pool.num_threads(), kernels::Active().name, peak);
   if (json)
     std::printf("%s\n", out.c_str());
   else if (bw > 0)

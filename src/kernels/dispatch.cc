@@ -1,4 +1,6 @@
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -13,20 +15,38 @@ bool CpuHasAvx2() {
          __builtin_cpu_supports("f16c");
 }
 
+// libgcc's check also requires the OS to save the zmm and mask registers (XCR0).
+bool CpuHasAvx512() { return CpuHasAvx2() && __builtin_cpu_supports("avx512f"); }
+
 std::atomic<const KernelTable*> g_active{nullptr};
+
+// The best table this CPU runs, unless KVFORGE_KERNELS names another one it runs ("avx2" on an
+// AVX-512 machine, say, to compare with a peer built for AVX2 only). An unknown or unavailable
+// name is ignored with a warning on stderr.
+const KernelTable* ChooseTable() {
+  const std::vector<const KernelTable*> tables = AvailableTables();
+  if (const char* want = std::getenv("KVFORGE_KERNELS"); want != nullptr && *want != 0) {
+    for (const KernelTable* t : tables)
+      if (std::strcmp(t->name, want) == 0) return t;
+    std::fprintf(stderr, "kvforge: KVFORGE_KERNELS=%s is not available on this CPU; using %s\n",
+                 want, tables.back()->name);
+  }
+  return tables.back();
+}
 
 }  // namespace
 
 std::vector<const KernelTable*> AvailableTables() {
   std::vector<const KernelTable*> out{&ReferenceTable()};
   if (CpuHasAvx2()) out.push_back(&internal::kAvx2Table);
+  if (CpuHasAvx512()) out.push_back(&internal::kAvx512Table);
   return out;
 }
 
 const KernelTable& Active() {
   const KernelTable* t = g_active.load(std::memory_order_acquire);
   if (t == nullptr) {
-    t = CpuHasAvx2() ? &internal::kAvx2Table : &ReferenceTable();
+    t = ChooseTable();
     g_active.store(t, std::memory_order_release);
   }
   return *t;

@@ -23,9 +23,10 @@
 namespace kvforge::kernels::internal {
 namespace {
 
-constexpr int64_t kKC = 256;  // depth per panel: a multiple of every weight block size
-constexpr int64_t kNC = 128;  // weight rows per panel: kNC * kKC * 4 B = 128 KiB
-constexpr int64_t kMC = 72;   // tokens per block of x (multiple of kMR): 72 * kKC * 4 B = 72 KiB
+constexpr int64_t kKC = kPackedDepth;  // depth per panel: a multiple of every weight block size
+constexpr int64_t kNC = kPackedRows;   // weight rows per panel: kNC * kKC * 4 B = 128 KiB
+static_assert(kNR == kPackedPanelRows);
+constexpr int64_t kMC = 72;  // tokens per block of x (multiple of kMR): 72 * kKC * 4 B = 72 KiB
 
 // ---- Row segments to floats ----------------------------------------------------------------
 
@@ -154,12 +155,37 @@ void PackPanel(const uint8_t* w, size_t row_bytes, int64_t pc, int64_t kc, int64
   }
 }
 
+void PackPanelOf(WType w, const uint8_t* weights, size_t row_bytes, int64_t pc, int64_t kc,
+                 int64_t nc, float* panel, float* scratch) {
+  switch (w) {
+    case WType::kQ8_0:
+      return PackPanel<WType::kQ8_0>(weights, row_bytes, pc, kc, nc, panel, scratch);
+    case WType::kQ4_0:
+      return PackPanel<WType::kQ4_0>(weights, row_bytes, pc, kc, nc, panel, scratch);
+    case WType::kQ4_1:
+      return PackPanel<WType::kQ4_1>(weights, row_bytes, pc, kc, nc, panel, scratch);
+    case WType::kQ5_0:
+      return PackPanel<WType::kQ5_0>(weights, row_bytes, pc, kc, nc, panel, scratch);
+    case WType::kQ5_1:
+      return PackPanel<WType::kQ5_1>(weights, row_bytes, pc, kc, nc, panel, scratch);
+    case WType::kQ4_K:
+      return PackPanel<WType::kQ4_K>(weights, row_bytes, pc, kc, nc, panel, scratch);
+    case WType::kQ5_K:
+      return PackPanel<WType::kQ5_K>(weights, row_bytes, pc, kc, nc, panel, scratch);
+    case WType::kQ6_K:
+      return PackPanel<WType::kQ6_K>(weights, row_bytes, pc, kc, nc, panel, scratch);
+    case WType::kF32:
+    case WType::kF16:
+    case WType::kBF16:
+      break;  // float weights are never packed (UsesPackedGemm)
+  }
+}
+
 template <WType W>
 void PackedGemm(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
                 int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   // The panel [kNC][kKC] and the packing scratch [16][kKC], reused across calls.
-  thread_local AlignedFloats buffer;
-  float* panel = buffer.Get(static_cast<size_t>((kNC + kNR) * kKC));
+  float* panel = PackedGemmBuffer();
   float* scratch = panel + kNC * kKC;
   const size_t x_row = static_cast<size_t>(cols) * 4;
   for (int64_t jc = r0; jc < r1; jc += kNC) {
@@ -184,6 +210,16 @@ void PackedGemm(const uint8_t* weights, size_t row_bytes, int64_t cols, const ui
 }
 
 }  // namespace
+
+float* PackedGemmBuffer() {
+  thread_local AlignedFloats buffer;
+  return buffer.Get(static_cast<size_t>((kNC + kNR) * kKC));
+}
+
+void PackQuantPanelAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t pc, int64_t kc,
+                        int64_t nc, float* panel, float* scratch) {
+  PackPanelOf(w, weights, row_bytes, pc, kc, nc, panel, scratch);
+}
 
 void PackedGemmAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
                     const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,

@@ -1,9 +1,10 @@
 // kernels.h — compute kernels behind a per-ISA function table.
 //
 // Kernels take raw pointers, sizes and strides only: they know nothing of models, requests or
-// scheduling (docs/architecture.md, rule 2). Each ISA variant (scalar reference, AVX2/FMA/F16C)
-// fills a KernelTable; Active() returns the best one this CPU supports, and AvailableTables()
-// lists every variant the CPU can run so tests compare each against the reference.
+// scheduling (docs/architecture.md, rule 2). Each ISA variant (scalar reference, AVX2/FMA/F16C,
+// AVX-512F for float-weight matmuls) fills a KernelTable; Active() returns the best one this CPU
+// supports, and AvailableTables() lists every variant the CPU can run so tests compare each
+// against the reference.
 // Thread-safety: all kernels are pure functions of their arguments; tables are immutable.
 #pragma once
 
@@ -174,11 +175,13 @@ struct KernelTable {
 };
 
 const KernelTable& ReferenceTable();
-// Best table for this CPU (AVX2 when available, else the reference).
+// Best table for this CPU (AVX-512 when available, else AVX2, else the reference), unless the
+// environment variable KVFORGE_KERNELS names another table this CPU runs (read once).
 const KernelTable& Active();
-// Every table this CPU can run, reference first.
+// Every table this CPU can run, reference first, best last.
 std::vector<const KernelTable*> AvailableTables();
-// Forces a table by name ("ref", "avx2"); returns false when unavailable. For benchmarks/tests.
+// Forces a table by name ("ref", "avx2", "avx512"); returns false when unavailable. For
+// benchmarks/tests.
 bool SetActive(const char* name);
 
 // Decodes every KV head of slot p of a view into out[row_values] (the scalar reference decoder:

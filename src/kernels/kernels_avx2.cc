@@ -551,12 +551,18 @@ void GeluAvx2(const float* x, const float* up, float* out, int64_t n) {
   }
 }
 
-// 14 independent 8-lane FMA chains: with the two constants that is all 16 ymm registers, and
-// enough chains that latency does not bound throughput on the cores measured (a Zen 5 dev machine
-// kept scaling up to 14; Zen 3 needs 10).
+// 14 independent 8-lane FMA chains: with the two constants that is all 16 ymm registers, more
+// chains than latency x throughput needs on Zen 3 to Zen 5 (4 cycles x 2 pipes = 8).
 int64_t FmaLoopAvx2(int64_t iterations) {
-  __m256 a0 = _mm256_set1_ps(0.1f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0;
-  __m256 a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0;
+  // Fourteen chains with distinct starting values; the empty asm makes each chain's value
+  // opaque once per round. Without both, gcc sees fourteen identical chains and folds them into
+  // one FMA, which then counts 14x the work it does (the peak this loop reported before
+  // 2026-12-05 was such a fold: about 2x the real one).
+  __m256 a0 = _mm256_set1_ps(0.10f), a1 = _mm256_set1_ps(0.11f), a2 = _mm256_set1_ps(0.12f);
+  __m256 a3 = _mm256_set1_ps(0.13f), a4 = _mm256_set1_ps(0.14f), a5 = _mm256_set1_ps(0.15f);
+  __m256 a6 = _mm256_set1_ps(0.16f), a7 = _mm256_set1_ps(0.17f), a8 = _mm256_set1_ps(0.18f);
+  __m256 a9 = _mm256_set1_ps(0.19f), a10 = _mm256_set1_ps(0.20f), a11 = _mm256_set1_ps(0.21f);
+  __m256 a12 = _mm256_set1_ps(0.22f), a13 = _mm256_set1_ps(0.23f);
   const __m256 m = _mm256_set1_ps(0.9999f), b = _mm256_set1_ps(1e-4f);
   for (int64_t it = 0; it < iterations; ++it) {
     a0 = _mm256_fmadd_ps(a0, m, b);
@@ -573,6 +579,9 @@ int64_t FmaLoopAvx2(int64_t iterations) {
     a11 = _mm256_fmadd_ps(a11, m, b);
     a12 = _mm256_fmadd_ps(a12, m, b);
     a13 = _mm256_fmadd_ps(a13, m, b);
+    asm volatile(""
+                 : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7),
+                   "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11), "+x"(a12), "+x"(a13));
   }
   const __m256 s0 = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
   const __m256 s1 = _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7));

@@ -72,6 +72,24 @@ inline bool UsesPackedGemm(WType w, int64_t n_tok) {
   if (w == WType::kF32 || w == WType::kF16 || w == WType::kBF16) return false;
   return n_tok >= kDequantGemmMinTokens;
 }
+// The packed GEMM's blocking (gemm_avx2.cc, gemm_avx512.cc): weights are packed kPackedRows rows
+// by kPackedDepth values at a time into f32 micro-panels [kc][kPackedPanelRows].
+inline constexpr int64_t kPackedDepth = 256;
+inline constexpr int64_t kPackedRows = 128;
+inline constexpr int64_t kPackedPanelRows = 16;
+// Packs quantized weight rows [0, nc) (from `weights`) x depth [pc, pc + kc) into
+// panel [ceil(nc / 16)][kc][16] floats (rows past nc zero), dequantizing with AVX2; pc is a
+// multiple of kPackedDepth, kc <= kPackedDepth. scratch: [16][kPackedDepth] floats.
+void PackQuantPanelAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t pc, int64_t kc,
+                        int64_t nc, float* panel, float* scratch);
+// The calling thread's buffer for a panel and its packing scratch: (kPackedRows +
+// kPackedPanelRows) x kPackedDepth floats, 32-byte aligned (gemm_avx2.cc; AVX-512 code gets it
+// here rather than from an inline helper compiled with its own flags).
+float* PackedGemmBuffer();
+// The same GEMM with an AVX-512 register tile (gemm_avx512.cc).
+void PackedGemmAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                      const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
+                      int64_t r1);
 // The packed GEMM (gemm_avx2.cc): y[t * y_stride + r] = dot(W row r, x_t) for t in [0, n_tok),
 // r in [r0, r1); x: [n_tok][cols] floats (possibly unaligned), W rows in a quantized format.
 void PackedGemmAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
@@ -97,6 +115,8 @@ struct AlignedFloats {
 };
 
 extern const KernelTable kAvx2Table;
+// AVX-512F matmuls for float weights, the AVX2 kernels for the rest (kernels_avx512.cc).
+extern const KernelTable kAvx512Table;
 // AVX2 attention for plain f32/f16 views; hands every other view to AttentionQuantAvx2
 // (attention_avx2.cc).
 void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);

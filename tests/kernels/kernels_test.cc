@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -29,10 +30,20 @@ std::vector<const KernelTable*> Simd() {
   return out;
 }
 
+bool CpuRunsTable(const char* name) {
+  for (auto* t : AvailableTables())
+    if (std::string(t->name) == name) return true;
+  return false;
+}
+
 TEST(KernelsTest, DispatchPicksAvailableTable) {
   const auto tables = AvailableTables();
   ASSERT_FALSE(tables.empty());
   EXPECT_STREQ(tables[0]->name, "ref");
+  // The best table this CPU runs, unless KVFORGE_KERNELS chose another.
+  if (std::getenv("KVFORGE_KERNELS") == nullptr) {
+    EXPECT_EQ(&Active(), tables.back());
+  }
   EXPECT_FALSE(SetActive("no-such-isa"));
 }
 
@@ -149,6 +160,45 @@ TEST_P(MatMulTest, PackedGemmMatchesReferenceAcrossBlockEdges) {
                   1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(yref[i])))
           << k->name << " token " << i / rows << " row " << i % rows;
   }
+}
+
+// The AVX-512 float kernel gives every output one accumulator, the same lane order and the same
+// final reduction whatever tile computes it, so a token's outputs are bit-identical whether it
+// is multiplied alone or inside any batch (a float model's logits do not depend on how the
+// scheduler batches). Rows and columns cross the 6x4 tile's and the 16-lane loop's edges.
+TEST(KernelsTest, Avx512FloatMatMulDoesNotDependOnTheBatch) {
+  int checked = 0;
+  for (const KernelTable* k : Simd()) {
+    if (std::string(k->name) != "avx512") continue;
+    for (WType w : {WType::kF32, WType::kF16, WType::kBF16}) {
+      const auto dt = static_cast<tensor::DType>(w);
+      const int64_t cols = 70, rows = 23, n_tok = 11;
+      std::mt19937 rng(17);
+      std::normal_distribution<float> nd;
+      const size_t rb = *tensor::RowBytes(dt, cols);
+      std::vector<uint8_t> wbuf(rb * rows);
+      std::vector<float> wrow(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : wrow) v = nd(rng);
+        ASSERT_TRUE(tensor::QuantizeRow(dt, wrow.data(), wbuf.data() + r * rb, cols).ok());
+      }
+      std::vector<float> x(static_cast<size_t>(n_tok * cols));  // [n_tok][cols]
+      for (auto& v : x) v = nd(rng);
+      const auto* xb = reinterpret_cast<const uint8_t*>(x.data());
+      std::vector<float> batch(static_cast<size_t>(n_tok * rows));  // [n_tok][rows]
+      k->matmul_rows(w, wbuf.data(), rb, cols, xb, n_tok, batch.data(), rows, 0, rows);
+      for (int64_t t = 0; t < n_tok; ++t) {
+        std::vector<float> alone(static_cast<size_t>(rows));
+        k->matmul_rows(w, wbuf.data(), rb, cols, xb + t * cols * 4, 1, alone.data(), rows, 0, rows);
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(alone[static_cast<size_t>(r)], batch[static_cast<size_t>(t * rows + r)])
+              << tensor::DTypeName(dt) << " token " << t << " row " << r;
+      }
+      ++checked;
+    }
+  }
+  // On a CPU without AVX-512 there is no such table and nothing to check.
+  EXPECT_EQ(checked, CpuRunsTable("avx512") ? 3 : 0);
 }
 
 TEST(KernelsTest, FmaLoopCountsItsOperations) {

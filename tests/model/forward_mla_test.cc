@@ -199,10 +199,16 @@ TEST(MlaForwardDefault, TheModelSettingGovernsAutoBatches) {
       const auto by_setting = Logits(*run, tokens, chunk, MlaAttention::kAuto);
       EXPECT_EQ(by_setting, forced[i]) << "chunk " << chunk << " form " << i;
     }
-    double max_diff = 0;
-    for (size_t j = 0; j < forced[0].size(); ++j)
+    double max_diff = 0, max_abs = 0;
+    for (size_t j = 0; j < forced[0].size(); ++j) {
       max_diff = std::max(max_diff, double{std::fabs(forced[0][j] - forced[1][j])});
-    EXPECT_LT(max_diff, 1e-4) << "chunk " << chunk;
+      max_abs = std::max(max_abs, double{std::fabs(forced[0][j])});
+    }
+    // The two forms sum in different orders, and f32 rounding through the layers grows with the
+    // logits (up to ~50 here): 4e-6 of the largest, at least 1e-4 (AVX2 kernels: under 1e-4;
+    // AVX-512: 1.2e-4).
+    EXPECT_LT(max_diff, std::max(1e-4, 4e-6 * max_abs))
+        << "chunk " << chunk << ", |logit| <= " << max_abs;
   }
   run->model->SetMlaAttention(MlaAttention::kAuto);
 }

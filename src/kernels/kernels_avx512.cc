@@ -1,0 +1,230 @@
+// AVX-512F matmul kernels. This translation unit alone is compiled
+// with -mavx512f (plus the AVX2 set); dispatch.cc calls it only after checking that the CPU and
+// the OS support AVX-512 state. Everything else in the "avx512" table is the AVX2 kernels'.
+// It includes no header with inline functions it calls, so no AVX-512 copy of a shared inline
+// function can be picked by the linker for callers on other CPUs.
+//
+// Why only the matmuls: they are ~90% of prefill, and on cores with full-width 512-bit units
+// (Zen 5, Intel server cores) a zmm FMA does twice the work of a ymm one at the same issue rate
+// (dev machine: 210 vs 105 GFLOP/s per core, register-only loops). Quantized weights in large
+// batches take the packed GEMM with an AVX-512 tile (gemm_avx512.cc); their small-batch integer
+// paths, the dequantizers and attention stay AVX2 until measured otherwise.
+// gcc 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
+// masked builtins, which -Wuninitialized reports inside the header (GCC PR 105593); the
+// diagnostic's location is the header, so ignoring it there leaves this file's code checked.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_common.h"
+
+namespace kvforge::kernels::internal {
+namespace {
+
+// The sum of 16 lanes, in a fixed order: halves, then quarters, pairs, lanes. Through memory
+// because gcc 12's in-register extracts (and _mm512_reduce_add_ps) trip -Wuninitialized inside
+// its own headers; it runs once per output, after cols / 16 FMAs.
+inline float HSum16(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  const __m256 h = _mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8));
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+}
+
+// 16 weights of a row from value i, as floats.
+template <WType W>
+inline __m512 LoadW16(const uint8_t* row, int64_t i) {
+  if constexpr (W == WType::kF32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (W == WType::kF16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// R weight rows x T tokens of dot products: out[r * T + t] = dot(row r, x_t).
+// One accumulator per output, whatever R and T, and the same lane order and final reduction, so
+// an output's value does not depend on which tile computed it: a float model's logits are the
+// same however the scheduler batches its tokens (as with the AVX2 kernel).
+// Per 16 columns: R weight loads (converted once) and T activation loads feed R x T FMAs.
+template <WType W, int R, int T>
+inline void DotTile(const uint8_t* row0, size_t row_bytes, const float* const* xs, int64_t cols,
+                    float* out /* [R][T] */) {
+  __m512 acc[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= cols; i += 16) {
+    __m512 w[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) w[r] = LoadW16<W>(row0 + static_cast<size_t>(r) * row_bytes, i);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512 x = _mm512_loadu_ps(xs[t] + i);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(w[r], x, acc[r][t]);
+    }
+  }
+  if (i < cols) {
+    // The last cols % 16 values take the same vector steps, zero-padded: weights copied into a
+    // zeroed 16-value buffer, activations read with a mask.
+    const int64_t n = cols - i;
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+    constexpr size_t kW = W == WType::kF32 ? 4 : 2;  // bytes per weight
+    __m512 w[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      alignas(64) uint8_t pad[16 * kW] = {};
+      std::memcpy(pad, row0 + static_cast<size_t>(r) * row_bytes + kW * static_cast<size_t>(i),
+                  kW * static_cast<size_t>(n));
+      w[r] = LoadW16<W>(pad, 0);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512 x = _mm512_maskz_loadu_ps(m, xs[t] + i);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(w[r], x, acc[r][t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) out[r * T + t] = HSum16(acc[r][t]);
+}
+
+// The main tile: 6 rows x 4 tokens = 24 accumulators, 6 weight and 1 activation register (31 of
+// the 32 zmm). Measured on the dev machine (BM_Gemm avx512_F16, one thread, 2048x2048x512):
+// 6x4 183, 4x6 175, 8x3 155 GFLOP/s; 3x8 and 2x12 spill.
+inline constexpr int kRows = 6;
+inline constexpr int kToks = 4;
+static_assert(kToks == 4, "MatMulFloat's remainder switch handles 1 to 3 tokens");
+
+// Tokens [t, t + T) against rows [rb, re) of one row block: full 4-row tiles, then single rows.
+template <WType W, int T>
+void RowBlockTokens(const uint8_t* weights, size_t row_bytes, int64_t cols, const float* const* xs,
+                    float* y, int64_t y_stride, int64_t t, int64_t rb, int64_t re) {
+  float out[kRows * T];
+  int64_t r = rb;
+  for (; r + kRows <= re; r += kRows) {
+    DotTile<W, kRows, T>(weights + static_cast<size_t>(r) * row_bytes, row_bytes, xs, cols, out);
+    for (int q = 0; q < kRows; ++q)
+      for (int k = 0; k < T; ++k) y[(t + k) * y_stride + r + q] = out[q * T + k];
+  }
+  for (; r < re; ++r) {
+    DotTile<W, 1, T>(weights + static_cast<size_t>(r) * row_bytes, row_bytes, xs, cols, out);
+    for (int k = 0; k < T; ++k) y[(t + k) * y_stride + r] = out[k];
+  }
+}
+
+template <WType W>
+void MatMulFloat(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
+                 int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+  const size_t x_row = PreparedRowBytes(W, cols);
+  // 48 rows x cols weights stay in L2 (f16, cols 8192: 768 KiB) while every token passes them.
+  constexpr int64_t kRowBlock = 48;
+  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+    const int64_t re = rb + kRowBlock < r1 ? rb + kRowBlock : r1;
+    int64_t t = 0;
+    auto run = [&](auto nt_tag) {
+      constexpr int T = decltype(nt_tag)::value;
+      const float* xs[T];
+      for (int k = 0; k < T; ++k) xs[k] = reinterpret_cast<const float*>(x + (t + k) * x_row);
+      RowBlockTokens<W, T>(weights, row_bytes, cols, xs, y, y_stride, t, rb, re);
+      t += T;
+    };
+    while (n_tok - t >= kToks) run(std::integral_constant<int, kToks>());
+    switch (n_tok - t) {
+      case 3:
+        run(std::integral_constant<int, 3>());
+        break;
+      case 2:
+        run(std::integral_constant<int, 2>());
+        break;
+      case 1:
+        run(std::integral_constant<int, 1>());
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void MatMulRowsAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                      const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
+                      int64_t r1) {
+  // Quantized weights in large batches: the packed GEMM with the AVX-512 tile (gemm_avx512.cc).
+  if (w != WType::kF32 && w != WType::kF16 && w != WType::kBF16 && n_tok >= kDequantGemmMinTokens)
+    return PackedGemmAvx512(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+  switch (w) {
+    case WType::kF32:
+      return MatMulFloat<WType::kF32>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kF16:
+      return MatMulFloat<WType::kF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    case WType::kBF16:
+      return MatMulFloat<WType::kBF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+    default:
+      return kAvx2Table.matmul_rows(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+  }
+}
+
+// 24 independent 16-lane FMA chains (more than 4 cycles x 2 pipes), distinct starting values
+// and an opaque barrier per round so the compiler cannot fold the chains into one.
+int64_t FmaLoopAvx512(int64_t iterations) {
+  __m512 a[24];
+#pragma GCC unroll 24
+  for (int i = 0; i < 24; ++i) a[i] = _mm512_set1_ps(0.1f + 0.01f * static_cast<float>(i));
+  const __m512 m = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-4f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) a[i] = _mm512_fmadd_ps(a[i], m, b);
+    // Two statements: gcc allows at most 30 operands in one asm, and "+v" counts twice.
+    asm volatile(""
+                 : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]),
+                   "+v"(a[6]), "+v"(a[7]), "+v"(a[8]), "+v"(a[9]), "+v"(a[10]), "+v"(a[11]));
+    asm volatile(""
+                 : "+v"(a[12]), "+v"(a[13]), "+v"(a[14]), "+v"(a[15]), "+v"(a[16]), "+v"(a[17]),
+                   "+v"(a[18]), "+v"(a[19]), "+v"(a[20]), "+v"(a[21]), "+v"(a[22]), "+v"(a[23]));
+  }
+  __m512 s = a[0];
+#pragma GCC unroll 24
+  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, a[i]);
+  volatile float sink = HSum16(s);
+  (void)sink;
+  return iterations * 24 * 16 * 2;
+}
+
+}  // namespace
+
+// The rest is the AVX2 table's, called through forwarders so that this table is constant-
+// initialized (no dependence on the order in which translation units are initialized).
+const KernelTable kAvx512Table = {
+    "avx512",
+    [](WType w, const float* x, void* dst, int64_t cols) {
+      kAvx2Table.prepare_act(w, x, dst, cols);
+    },
+    MatMulRowsAvx512,
+    [](const float* x, const float* weight, float* out, int64_t n, float eps) {
+      kAvx2Table.rms_norm(x, weight, out, n, eps);
+    },
+    [](const float* gate, const float* up, float* out, int64_t n) {
+      kAvx2Table.swiglu(gate, up, out, n);
+    },
+    [](const float* x, const float* up, float* out, int64_t n) { kAvx2Table.gelu(x, up, out, n); },
+    [](const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
+      kAvx2Table.attention(a, kvh_begin, kvh_end, scratch);
+    },
+    FmaLoopAvx512};
+
+}  // namespace kvforge::kernels::internal

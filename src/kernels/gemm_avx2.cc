@@ -8,8 +8,8 @@
 //   [kNC/16][kc][16] (quantized formats dequantized here, so the cost is shared by every token),
 //   then for each block of kMC tokens, each 16-row micro-panel (16 KiB, stays in L1) and each 6
 //   tokens: the 6x16 register tile, 12 ymm accumulators fed by two panel loads and six broadcasts
-//   of x per depth step. On the dev machine that tile, like every AVX2 tile tried, stops at ~114
-//   GFLOP/s per core, below the FMA peak (ADR 0011).
+//   of x per depth step. On the dev machine that tile runs at ~105-114 GFLOP/s per core, the
+//   AVX2 FMA peak (two 8-wide FMAs a cycle; ADR 0016 corrected ADR 0011's peak).
 // Working set: the panel (128 KiB) and one token block of x (72 KiB) in L2.
 #include <immintrin.h>
 

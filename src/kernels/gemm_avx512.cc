@@ -15,9 +15,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
-#include <array>
 #include <cstring>
-#include <utility>
 
 #include "kernels/kernels_common.h"
 
@@ -81,14 +79,14 @@ void Tile(const uint8_t* x, size_t x_row, const float* bp, int64_t kc, float* c,
 using TileFn = void (*)(const uint8_t*, size_t, const float*, int64_t, float*, int64_t, int64_t,
                         bool);
 
-template <int NP, int... MR>
-constexpr std::array<TileFn, sizeof...(MR) + 1> TilesFor(std::integer_sequence<int, MR...>) {
-  return {nullptr, Tile<MR + 1, NP>...};
-}
-// kTiles[np - 1][mr]: the tile for mr tokens (1..12) and np micro-panels (1..2).
-constexpr std::array<TileFn, kTileToks + 1> kTiles[2] = {
-    TilesFor<1>(std::make_integer_sequence<int, kTileToks>()),
-    TilesFor<2>(std::make_integer_sequence<int, kTileToks>())};
+// kTiles[np - 1][mr]: the tile for mr tokens (1..12) and np micro-panels (1..2). (A plain
+// array: std::array's inline operator[] would be one of the shared inline functions.)
+constexpr TileFn kTiles[2][kTileToks + 1] = {
+    {nullptr, Tile<1, 1>, Tile<2, 1>, Tile<3, 1>, Tile<4, 1>, Tile<5, 1>, Tile<6, 1>, Tile<7, 1>,
+     Tile<8, 1>, Tile<9, 1>, Tile<10, 1>, Tile<11, 1>, Tile<12, 1>},
+    {nullptr, Tile<1, 2>, Tile<2, 2>, Tile<3, 2>, Tile<4, 2>, Tile<5, 2>, Tile<6, 2>, Tile<7, 2>,
+     Tile<8, 2>, Tile<9, 2>, Tile<10, 2>, Tile<11, 2>, Tile<12, 2>}};
+static_assert(kTileToks == 12, "kTiles lists 12 token counts");
 
 }  // namespace
 
@@ -109,12 +107,11 @@ void PackedGemmAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t
         const int64_t mc = Min(kMC, n_tok - ic);
         for (int64_t jr = 0; jr < nc; jr += 2 * kPanel) {
           const int64_t nr = Min(2 * kPanel, nc - jr);
-          const auto& tiles = kTiles[nr > kPanel ? 1 : 0];
+          const TileFn* tiles = kTiles[nr > kPanel ? 1 : 0];
           for (int64_t ir = ic; ir < ic + mc; ir += kTileToks) {
             const int64_t mr = Min(kTileToks, ic + mc - ir);
-            tiles[static_cast<size_t>(mr)](
-                x + static_cast<size_t>(ir) * x_row + 4 * static_cast<size_t>(pc), x_row,
-                panel + jr * kc, kc, y + ir * y_stride + jc + jr, y_stride, nr, pc > 0);
+            tiles[mr](x + static_cast<size_t>(ir) * x_row + 4 * static_cast<size_t>(pc), x_row,
+                      panel + jr * kc, kc, y + ir * y_stride + jc + jr, y_stride, nr, pc > 0);
           }
         }
       }

@@ -27,13 +27,10 @@
 namespace kvforge::kernels::internal {
 namespace {
 
-// The sum of 16 lanes, in a fixed order: halves, then quarters, pairs, lanes. Through memory
-// because gcc 12's in-register extracts (and _mm512_reduce_add_ps) trip -Wuninitialized inside
-// its own headers; it runs once per output, after cols / 16 FMAs.
+// The sum of 16 lanes, in a fixed order: halves, then quarters, pairs, lanes.
 inline float HSum16(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  const __m256 h = _mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8));
+  const __m512 halves = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m256 h = _mm512_castps512_ps256(halves);
   const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
   const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
   return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
@@ -52,10 +49,16 @@ inline __m512 LoadW16(const uint8_t* row, int64_t i) {
   }
 }
 
+template <WType W>
+constexpr size_t WeightBytes() {
+  return W == WType::kF32 ? 4 : 2;
+}
+
 // R weight rows x T tokens of dot products: out[r * T + t] = dot(row r, x_t).
 // One accumulator per output, whatever R and T, and the same lane order and final reduction, so
-// an output's value does not depend on which tile computed it: a float model's logits are the
-// same however the scheduler batches its tokens (as with the AVX2 kernel).
+// an output's value does not depend on which tile computed it: a token's outputs are the same in
+// every batch of at least kMinTokens tokens (smaller calls run the AVX2 kernel, whose rounding
+// differs).
 // Per 16 columns: R weight loads (converted once) and T activation loads feed R x T FMAs.
 template <WType W, int R, int T>
 inline void DotTile(const uint8_t* row0, size_t row_bytes, const float* const* xs, int64_t cols,
@@ -82,7 +85,7 @@ inline void DotTile(const uint8_t* row0, size_t row_bytes, const float* const* x
     // zeroed 16-value buffer, activations read with a mask.
     const int64_t n = cols - i;
     const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
-    constexpr size_t kW = W == WType::kF32 ? 4 : 2;  // bytes per weight
+    constexpr size_t kW = WeightBytes<W>();
     __m512 w[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -109,6 +112,8 @@ inline void DotTile(const uint8_t* row0, size_t row_bytes, const float* const* x
 // 6x4 183, 4x6 175, 8x3 155 GFLOP/s; 3x8 and 2x12 spill.
 inline constexpr int kRows = 6;
 inline constexpr int kToks = 4;
+// Calls with fewer tokens run the AVX2 kernel (MatMulRowsAvx512).
+inline constexpr int64_t kMinTokens = 3;
 static_assert(kToks == 4, "MatMulFloat's remainder switch handles 1 to 3 tokens");
 
 // Tokens [t, t + T) against rows [rb, re) of one row block: full 4-row tiles, then single rows.
@@ -167,6 +172,12 @@ void MatMulRowsAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t
   // Quantized weights in large batches: the packed GEMM with the AVX-512 tile (gemm_avx512.cc).
   if (w != WType::kF32 && w != WType::kF16 && w != WType::kBF16 && n_tok >= kDequantGemmMinTokens)
     return PackedGemmAvx512(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+  // Fewer tokens (decode): the AVX2 kernel. There the weights stream from memory, and the zmm
+  // tiles were slower (110M f16 tg128: 6-row tiles 0.8x, one row per tile 0.9x of AVX2, same
+  // run), while from 3 tokens on they are ahead (bench batched S_TG, B=3: 1.2-1.4x).
+  const bool float_weights = w == WType::kF32 || w == WType::kF16 || w == WType::kBF16;
+  if (float_weights && n_tok < kMinTokens)
+    return kAvx2Table.matmul_rows(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
   switch (w) {
     case WType::kF32:
       return MatMulFloat<WType::kF32>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
@@ -205,26 +216,27 @@ int64_t FmaLoopAvx512(int64_t iterations) {
   return iterations * 24 * 16 * 2;
 }
 
-}  // namespace
-
 // The rest is the AVX2 table's, called through forwarders so that this table is constant-
 // initialized (no dependence on the order in which translation units are initialized).
-const KernelTable kAvx512Table = {
-    "avx512",
-    [](WType w, const float* x, void* dst, int64_t cols) {
-      kAvx2Table.prepare_act(w, x, dst, cols);
-    },
-    MatMulRowsAvx512,
-    [](const float* x, const float* weight, float* out, int64_t n, float eps) {
-      kAvx2Table.rms_norm(x, weight, out, n, eps);
-    },
-    [](const float* gate, const float* up, float* out, int64_t n) {
-      kAvx2Table.swiglu(gate, up, out, n);
-    },
-    [](const float* x, const float* up, float* out, int64_t n) { kAvx2Table.gelu(x, up, out, n); },
-    [](const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
-      kAvx2Table.attention(a, kvh_begin, kvh_end, scratch);
-    },
-    FmaLoopAvx512};
+void PrepareActFwd(WType w, const float* x, void* dst, int64_t cols) {
+  kAvx2Table.prepare_act(w, x, dst, cols);
+}
+void RmsNormFwd(const float* x, const float* weight, float* out, int64_t n, float eps) {
+  kAvx2Table.rms_norm(x, weight, out, n, eps);
+}
+void SwigluFwd(const float* gate, const float* up, float* out, int64_t n) {
+  kAvx2Table.swiglu(gate, up, out, n);
+}
+void GeluFwd(const float* x, const float* up, float* out, int64_t n) {
+  kAvx2Table.gelu(x, up, out, n);
+}
+void AttentionFwd(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
+  kAvx2Table.attention(a, kvh_begin, kvh_end, scratch);
+}
+
+}  // namespace
+
+const KernelTable kAvx512Table = {"avx512",  PrepareActFwd, MatMulRowsAvx512, RmsNormFwd,
+                                  SwigluFwd, GeluFwd,       AttentionFwd,     FmaLoopAvx512};
 
 }  // namespace kvforge::kernels::internal

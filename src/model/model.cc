@@ -9,6 +9,7 @@
 #include "base/strings.h"
 #include "base/token_ids.h"
 #include "gguf/gguf_reader.h"
+#include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
 #include "model/token_parallel.h"
 #include "tensor/dequant.h"
@@ -27,9 +28,11 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   uint64_t bytes = 0;
   for (const auto& t : m->file_->tensors()) bytes += t.nbytes;
   KVF_LOG_INFO(
-      "model: %s of weights used in place from the mmap (0 bytes repacked), bound in %.1f ms",
+      "model: %s of weights used in place from the mmap (0 bytes repacked), bound in %.1f ms; "
+      "%s kernels",
       base::HumanBytes(bytes).c_str(),
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+      kernels::Active().name);
   return m;
 }
 

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/avx2_util.h"
 #include "kernels/kernels_common.h"
@@ -155,29 +156,32 @@ void PackPanel(const uint8_t* w, size_t row_bytes, int64_t pc, int64_t kc, int64
   }
 }
 
-void PackPanelOf(WType w, const uint8_t* weights, size_t row_bytes, int64_t pc, int64_t kc,
-                 int64_t nc, float* panel, float* scratch) {
+// Calls f(std::integral_constant<WType, W>()) for the quantized format w; float formats are never
+// packed (UsesPackedGemm) and call nothing.
+template <class F>
+void WithQuantFormat(WType w, F&& f) {
+  using T = WType;
   switch (w) {
-    case WType::kQ8_0:
-      return PackPanel<WType::kQ8_0>(weights, row_bytes, pc, kc, nc, panel, scratch);
-    case WType::kQ4_0:
-      return PackPanel<WType::kQ4_0>(weights, row_bytes, pc, kc, nc, panel, scratch);
-    case WType::kQ4_1:
-      return PackPanel<WType::kQ4_1>(weights, row_bytes, pc, kc, nc, panel, scratch);
-    case WType::kQ5_0:
-      return PackPanel<WType::kQ5_0>(weights, row_bytes, pc, kc, nc, panel, scratch);
-    case WType::kQ5_1:
-      return PackPanel<WType::kQ5_1>(weights, row_bytes, pc, kc, nc, panel, scratch);
-    case WType::kQ4_K:
-      return PackPanel<WType::kQ4_K>(weights, row_bytes, pc, kc, nc, panel, scratch);
-    case WType::kQ5_K:
-      return PackPanel<WType::kQ5_K>(weights, row_bytes, pc, kc, nc, panel, scratch);
-    case WType::kQ6_K:
-      return PackPanel<WType::kQ6_K>(weights, row_bytes, pc, kc, nc, panel, scratch);
-    case WType::kF32:
-    case WType::kF16:
-    case WType::kBF16:
-      break;  // float weights are never packed (UsesPackedGemm)
+    case T::kQ8_0:
+      return f(std::integral_constant<T, T::kQ8_0>());
+    case T::kQ4_0:
+      return f(std::integral_constant<T, T::kQ4_0>());
+    case T::kQ4_1:
+      return f(std::integral_constant<T, T::kQ4_1>());
+    case T::kQ5_0:
+      return f(std::integral_constant<T, T::kQ5_0>());
+    case T::kQ5_1:
+      return f(std::integral_constant<T, T::kQ5_1>());
+    case T::kQ4_K:
+      return f(std::integral_constant<T, T::kQ4_K>());
+    case T::kQ5_K:
+      return f(std::integral_constant<T, T::kQ5_K>());
+    case T::kQ6_K:
+      return f(std::integral_constant<T, T::kQ6_K>());
+    case T::kF32:
+    case T::kF16:
+    case T::kBF16:
+      break;
   }
 }
 
@@ -218,34 +222,17 @@ float* PackedGemmBuffer() {
 
 void PackQuantPanelAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t pc, int64_t kc,
                         int64_t nc, float* panel, float* scratch) {
-  PackPanelOf(w, weights, row_bytes, pc, kc, nc, panel, scratch);
+  WithQuantFormat(w, [&](auto format) {
+    PackPanel<decltype(format)::value>(weights, row_bytes, pc, kc, nc, panel, scratch);
+  });
 }
 
 void PackedGemmAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
                     const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
                     int64_t r1) {
-  switch (w) {
-    case WType::kQ8_0:
-      return PackedGemm<WType::kQ8_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kQ4_0:
-      return PackedGemm<WType::kQ4_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kQ4_1:
-      return PackedGemm<WType::kQ4_1>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kQ5_0:
-      return PackedGemm<WType::kQ5_0>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kQ5_1:
-      return PackedGemm<WType::kQ5_1>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kQ4_K:
-      return PackedGemm<WType::kQ4_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kQ5_K:
-      return PackedGemm<WType::kQ5_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kQ6_K:
-      return PackedGemm<WType::kQ6_K>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-    case WType::kF32:
-    case WType::kF16:
-    case WType::kBF16:
-      break;  // float weights use the dot-product tiles (UsesPackedGemm)
-  }
+  WithQuantFormat(w, [&](auto format) {
+    PackedGemm<decltype(format)::value>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
+  });
 }
 
 }  // namespace kvforge::kernels::internal

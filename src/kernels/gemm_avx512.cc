@@ -9,14 +9,9 @@
 // broadcasts of x feeding 24 FMAs.
 // It calls no inline function of a shared header (no std::min, no AlignedFloats): a copy compiled
 // here could be the one the linker keeps for every caller, AVX-512 instructions and all.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstring>
 
+#include "kernels/avx512_intrinsics.h"
 #include "kernels/kernels_common.h"
 
 namespace kvforge::kernels::internal {

@@ -1,26 +1,19 @@
-// AVX-512F matmul kernels. This translation unit alone is compiled
-// with -mavx512f (plus the AVX2 set); dispatch.cc calls it only after checking that the CPU and
-// the OS support AVX-512 state. Everything else in the "avx512" table is the AVX2 kernels'.
-// It includes no header with inline functions it calls, so no AVX-512 copy of a shared inline
-// function can be picked by the linker for callers on other CPUs.
+// AVX-512F matmul kernels. This translation unit alone (with gemm_avx512.cc) is compiled with
+// -mavx512f (plus the AVX2 set); dispatch.cc calls it only after checking that the CPU and the OS
+// support AVX-512 state. Everything else in the "avx512" table is the AVX2 kernels'.
+// It calls no inline function of a shared header, so no AVX-512 copy of one can be the copy the
+// linker keeps for callers on other CPUs (ctest avx512_units_define_no_weak_symbols checks).
 //
 // Why only the matmuls: they are ~90% of prefill, and on cores with full-width 512-bit units
 // (Zen 5, Intel server cores) a zmm FMA does twice the work of a ymm one at the same issue rate
-// (dev machine: 210 vs 105 GFLOP/s per core, register-only loops). Quantized weights in large
-// batches take the packed GEMM with an AVX-512 tile (gemm_avx512.cc); their small-batch integer
-// paths, the dequantizers and attention stay AVX2 until measured otherwise.
-// gcc 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
-// masked builtins, which -Wuninitialized reports inside the header (GCC PR 105593); the
-// diagnostic's location is the header, so ignoring it there leaves this file's code checked.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
+// (dev machine: 210 vs 105 GFLOP/s per core, register-only loops). Float weights in calls of 3
+// or more tokens take the zmm dot tile below, quantized weights in large batches the packed GEMM
+// with an AVX-512 tile (gemm_avx512.cc). Decode (memory-bound), the quantized formats'
+// small-batch integer paths, the dequantizers and attention stay AVX2 until measured otherwise.
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/avx512_intrinsics.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_common.h"
 

@@ -109,7 +109,7 @@ inline constexpr int kToks = 4;
 inline constexpr int64_t kMinTokens = 3;
 static_assert(kToks == 4, "MatMulFloat's remainder switch handles 1 to 3 tokens");
 
-// Tokens [t, t + T) against rows [rb, re) of one row block: full 4-row tiles, then single rows.
+// Tokens [t, t + T) against rows [rb, re) of one row block: full 6-row tiles, then single rows.
 template <WType W, int T>
 void RowBlockTokens(const uint8_t* weights, size_t row_bytes, int64_t cols, const float* const* xs,
                     float* y, int64_t y_stride, int64_t t, int64_t rb, int64_t re) {
@@ -166,8 +166,9 @@ void MatMulRowsAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t
   if (w != WType::kF32 && w != WType::kF16 && w != WType::kBF16 && n_tok >= kDequantGemmMinTokens)
     return PackedGemmAvx512(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
   // Fewer tokens (decode): the AVX2 kernel. There the weights stream from memory, and the zmm
-  // tiles were slower (110M f16 tg128: 6-row tiles 0.8x, one row per tile 0.9x of AVX2, same
-  // run), while from 3 tokens on they are ahead (bench batched S_TG, B=3: 1.2-1.4x).
+  // tiles were slower (110M f16 tg128, same run: 6-row tiles 0.61x of AVX2, 0.76x with a
+  // prefetch of the next rows, one row per tile ~0.9x), while from 3 tokens on they are ahead
+  // (bench batched S_TG: B=3 1.04x, B=4-16 1.34-1.36x).
   const bool float_weights = w == WType::kF32 || w == WType::kF16 || w == WType::kBF16;
   if (float_weights && n_tok < kMinTokens)
     return kAvx2Table.matmul_rows(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);

@@ -163,14 +163,14 @@ void MatMulRowsAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t
                       const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
                       int64_t r1) {
   // Quantized weights in large batches: the packed GEMM with the AVX-512 tile (gemm_avx512.cc).
-  if (w != WType::kF32 && w != WType::kF16 && w != WType::kBF16 && n_tok >= kDequantGemmMinTokens)
+  if (UsesPackedGemm(w, n_tok))
     return PackedGemmAvx512(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
-  // Fewer tokens (decode): the AVX2 kernel. There the weights stream from memory, and the zmm
-  // tiles were slower (110M f16 tg128, same run: 6-row tiles 0.61x of AVX2, 0.76x with a
-  // prefetch of the next rows, one row per tile ~0.9x), while from 3 tokens on they are ahead
-  // (bench batched S_TG: B=3 1.04x, B=4-16 1.34-1.36x).
-  const bool float_weights = w == WType::kF32 || w == WType::kF16 || w == WType::kBF16;
-  if (float_weights && n_tok < kMinTokens)
+  // Fewer float-weight tokens (decode): the AVX2 kernel. There the weights stream from memory,
+  // and the zmm tiles were slower (110M f16 tg128, same run: 6-row tiles 0.61x of AVX2, 0.76x
+  // with a prefetch of the next rows, one row per tile ~0.9x), while from 3 tokens on they are
+  // ahead (bench batched S_TG: B=3 1.04x, B=4-16 1.34-1.36x). Quantized weights in small
+  // batches take the AVX2 integer paths (the default case).
+  if (n_tok < kMinTokens)
     return kAvx2Table.matmul_rows(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
   switch (w) {
     case WType::kF32:

@@ -73,13 +73,13 @@ class Parser {
   }
   void SkipSpace();
   static bool IsNameChar(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
   }
   std::string_view ReadName();
   // Whether the text at pos_ is `name ::=` (the start of the next rule).
   bool AtRuleStart();
-  Result<uint32_t> ReadCodePoint();         // one UTF-8 code point, raw
+  Result<uint32_t> ReadCodePoint();                 // one UTF-8 code point, raw
   Result<uint32_t> ReadEscapedChar(bool in_class);  // after a backslash or a raw code point
   Result<int32_t> RuleIndex(std::string_view name);
   Result<int32_t> NewRule(const std::string& base_name, Alternatives alts);
@@ -117,8 +117,8 @@ Status Parser::ErrorAt(size_t at, const std::string& what) const {
       ++col;
     }
   }
-  return Status::InvalidArgument(base::StrFormat("grammar at line %d, column %d: %s", line, col,
-                                                 what.c_str()));
+  return Status::InvalidArgument(
+      base::StrFormat("grammar at line %d, column %d: %s", line, col, what.c_str()));
 }
 
 void Parser::SkipSpace() {
@@ -188,13 +188,20 @@ Result<uint32_t> Parser::ReadEscapedChar(bool in_class) {
   const char c = Peek();
   ++pos_;
   switch (c) {
-    case 'n': return uint32_t{'\n'};
-    case 'r': return uint32_t{'\r'};
-    case 't': return uint32_t{'\t'};
-    case '\\': return uint32_t{'\\'};
-    case '"': return uint32_t{'"'};
-    case '[': return uint32_t{'['};
-    case ']': return uint32_t{']'};
+    case 'n':
+      return uint32_t{'\n'};
+    case 'r':
+      return uint32_t{'\r'};
+    case 't':
+      return uint32_t{'\t'};
+    case '\\':
+      return uint32_t{'\\'};
+    case '"':
+      return uint32_t{'"'};
+    case '[':
+      return uint32_t{'['};
+    case ']':
+      return uint32_t{']'};
     case '-':
       if (in_class) return uint32_t{'-'};
       break;
@@ -219,7 +226,8 @@ Result<uint32_t> Parser::ReadEscapedChar(bool in_class) {
       if (cp > kMaxCodePoint) return ErrorAt(at, "code point above U+10FFFF");
       return cp;
     }
-    default: break;
+    default:
+      break;
   }
   return ErrorAt(at, base::StrFormat("unknown escape \\%c", c));
 }
@@ -259,8 +267,8 @@ Result<int32_t> Parser::ReadCount() {
   while (!AtEnd() && Peek() >= '0' && Peek() <= '9') {
     v = v * 10 + (Peek() - '0');
     if (v > limits_.max_repeat)
-      return ErrorAt(start, base::StrFormat("repetition count above max_repeat (%d)",
-                                            limits_.max_repeat));
+      return ErrorAt(start,
+                     base::StrFormat("repetition count above max_repeat (%d)", limits_.max_repeat));
     ++pos_;
   }
   if (pos_ == start) return Error("expected a number");
@@ -396,8 +404,7 @@ Status Parser::ParseRepetition(Sequence* seq, size_t item_start) {
     // O_1 ::= x | ; O_k ::= x O_{k-1} | .
     KVF_ASSIGN_OR_RETURN(int32_t prev, NewRule(current_rule_, Alternatives{{x}, {}}));
     for (int32_t k = 2; k <= max_count - min_count; ++k) {
-      KVF_ASSIGN_OR_RETURN(prev,
-                           NewRule(current_rule_, Alternatives{{x, Item{true, prev}}, {}}));
+      KVF_ASSIGN_OR_RETURN(prev, NewRule(current_rule_, Alternatives{{x, Item{true, prev}}, {}}));
     }
     seq->push_back({true, prev});
   }
@@ -474,8 +481,7 @@ Status Parser::Flatten(Grammar* g) const {
     for (size_t a = 0; a < alts.size(); ++a) {
       g->alternatives[r].push_back(static_cast<int32_t>(g->elements.size()));
       for (const Item& it : alts[a]) {
-        g->elements.push_back(
-            {it.is_rule ? ElementKind::kRuleRef : ElementKind::kChars, it.index});
+        g->elements.push_back({it.is_rule ? ElementKind::kRuleRef : ElementKind::kChars, it.index});
       }
       g->elements.push_back({ElementKind::kEnd, a + 1 == alts.size() ? 1 : 0});
     }

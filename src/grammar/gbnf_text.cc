@@ -26,11 +26,21 @@ std::string GbnfLiteral(std::string_view text) {
   std::string out = "\"";
   for (unsigned char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         // Bytes >= 0x80 stay raw: the parser reads literals as UTF-8.
         if (c < 0x20 || c == 0x7F) {
@@ -47,15 +57,24 @@ std::string GbnfLiteral(std::string_view text) {
 std::string GbnfClassChar(uint32_t cp) {
   std::string out;
   switch (cp) {
-    case ']': return "\\]";
-    case '[': return "\\[";
-    case '^': return "\\^";
-    case '-': return "\\-";
-    case '\\': return "\\\\";
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
-    default: break;
+    case ']':
+      return "\\]";
+    case '[':
+      return "\\[";
+    case '^':
+      return "\\^";
+    case '-':
+      return "\\-";
+    case '\\':
+      return "\\\\";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    default:
+      break;
   }
   if (cp < 0x20 || cp == 0x7F || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
     AppendEscapedCodePoint(cp, &out);

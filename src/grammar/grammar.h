@@ -52,9 +52,9 @@ struct CharSet {
 };
 
 struct Grammar {
-  std::vector<Element> elements;       // all alternatives, each ended by kEnd
+  std::vector<Element> elements;                   // all alternatives, each ended by kEnd
   std::vector<std::vector<int32_t>> alternatives;  // rule -> first element of each alternative
-  std::vector<std::string> rule_names; // for messages (generated rules: "name-3")
+  std::vector<std::string> rule_names;             // for messages (generated rules: "name-3")
   std::vector<CharSet> char_sets;
   int32_t root = 0;
 };

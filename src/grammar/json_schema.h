@@ -14,18 +14,17 @@
 namespace kvforge::grammar {
 
 struct SchemaLimits {
-  int32_t max_depth = 32;           // nesting of schemas (properties, items, anyOf, $ref chains)
-  int32_t max_enum_values = 1024;   // values of one enum
-  int32_t max_properties = 512;     // properties of one object schema
+  int32_t max_depth = 32;          // nesting of schemas (properties, items, anyOf, $ref chains)
+  int32_t max_enum_values = 1024;  // values of one enum
+  int32_t max_properties = 512;    // properties of one object schema
   int64_t max_grammar_bytes = 1 << 20;  // size of the GBNF text produced
-  int32_t max_repeat = 1024;        // minItems/maxItems/minLength/maxLength bounds expanded
+  int32_t max_repeat = 1024;            // minItems/maxItems/minLength/maxLength bounds expanded
 };
 
 // `schema_json`: a JSON Schema document (an object, or `true` for any JSON value).
 // Errors: InvalidArgument naming the keyword and its JSON pointer ("/properties/a/minimum: ...")
 // for malformed schemas, unsupported keywords and exceeded limits (naming the limit).
-Result<std::string> JsonSchemaToGbnf(std::string_view schema_json,
-                                     const SchemaLimits& limits = {});
+Result<std::string> JsonSchemaToGbnf(std::string_view schema_json, const SchemaLimits& limits = {});
 
 // The grammar of any JSON object (OpenAI's response_format json_object).
 std::string JsonObjectGbnf();

@@ -55,8 +55,7 @@ void AdvanceStacks(const Grammar& g, const StackSet& stacks, uint32_t cp, StackS
     const CharSet& set = g.char_sets[static_cast<size_t>(g.elements[static_cast<size_t>(pos)].arg)];
     if (!set.Contains(cp)) continue;
     Stack next(s.begin(), s.end() - 1);
-    if (g.elements[static_cast<size_t>(pos) + 1].kind != ElementKind::kEnd)
-      next.push_back(pos + 1);
+    if (g.elements[static_cast<size_t>(pos) + 1].kind != ElementKind::kEnd) next.push_back(pos + 1);
     ExpandStack(g, std::move(next), out);
   }
   if (out->size() > 1) Canonicalize(out);

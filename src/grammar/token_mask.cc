@@ -11,15 +11,16 @@ void SetBit(TokenBitset* bits, int32_t id) {
 
 size_t LongestPiece(const TokenTrie& trie) {
   size_t longest = 0;
-  for (int32_t id = 0; id < trie.vocab_size(); ++id) longest = std::max(longest, trie.piece(id).size());
+  for (int32_t id = 0; id < trie.vocab_size(); ++id)
+    longest = std::max(longest, trie.piece(id).size());
   return longest;
 }
 
 }  // namespace
 
 GrammarMasker::GrammarMasker(std::shared_ptr<const Grammar> grammar,
-                             std::shared_ptr<const TokenTrie> trie)
-    : grammar_(std::move(grammar)), trie_(std::move(trie)) {
+                             std::shared_ptr<const TokenTrie> trie, size_t context_frames)
+    : grammar_(std::move(grammar)), trie_(std::move(trie)), context_frames_(context_frames) {
   scratch_.resize(LongestPiece(*trie_) + 2);
 }
 
@@ -74,7 +75,7 @@ void GrammarMasker::AllowedTokens(const StackSet& stacks, const Utf8Decoder& pen
   }
   for (const Stack& s : stacks) {
     if (s.empty()) continue;
-    const size_t cut = s.size() > kContextFrames ? s.size() - kContextFrames : 0;
+    const size_t cut = s.size() > context_frames_ ? s.size() - context_frames_ : 0;
     const Stack context(s.begin() + static_cast<std::ptrdiff_t>(cut), s.end());
     const ContextResult& r = ForContext(context);
     for (size_t w = 0; w < allowed->size(); ++w) (*allowed)[w] |= r.allowed[w];

@@ -3,7 +3,7 @@
 // GrammarMasker holds what is shared by every sequence constrained by one grammar over one
 // vocabulary: the grammar, the token trie and a cache of per-context results. A mask for a set of
 // parse stacks is the union over its leaf stacks; for each leaf stack the trie is walked with
-// only its top kContextFrames frames (the "context"): tokens consumed inside the context are
+// only its top few frames (the "context"): tokens consumed inside the context are
 // allowed whatever lies below, which is cached per context; tokens that run past the end of the
 // context ("escapes", recorded as trie nodes) are walked on with the real stack below, uncached.
 // Most tokens are decided inside the context, so a step costs a few bitset ORs plus the escapes.
@@ -29,7 +29,10 @@ using TokenBitset = std::vector<uint64_t>;
 
 class GrammarMasker {
  public:
-  GrammarMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie);
+  // `context_frames`: how many top frames a cached context holds (tests use small values to
+  // exercise the escape walks).
+  GrammarMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
+                size_t context_frames = kDefaultContextFrames);
 
   const Grammar& grammar() const { return *grammar_; }
   const TokenTrie& trie() const { return *trie_; }
@@ -41,7 +44,7 @@ class GrammarMasker {
   int64_t cache_entries() const { return static_cast<int64_t>(cache_.size()); }
   int64_t cache_misses() const { return cache_misses_; }
 
-  static constexpr size_t kContextFrames = 4;
+  static constexpr size_t kDefaultContextFrames = 4;
   static constexpr size_t kMaxCacheEntries = 4096;
 
  private:
@@ -57,6 +60,7 @@ class GrammarMasker {
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenTrie> trie_;
+  size_t context_frames_;
   std::map<Stack, ContextResult> cache_;
   int64_t cache_misses_ = 0;
   std::vector<StackSet> scratch_;  // [trie depth] stack sets of the walk, reused

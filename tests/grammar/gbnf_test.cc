@@ -28,12 +28,14 @@ std::string ParseError(const std::string& text, const GrammarLimits& limits = {}
 TEST(Gbnf, LiteralsClassesAndAnyChar) {
   auto g = MustParse(R"(root ::= "ab" [0-9x-z] [^a] . "\x41\u00e9\n\"\\")");
   EXPECT_TRUE(GrammarMatches(*g, "ab5bZA\xC3\xA9\n\"\\"));
-  EXPECT_TRUE(GrammarMatches(*g, "abyb\xE2\x82\xAC" "A\xC3\xA9\n\"\\"));
+  EXPECT_TRUE(GrammarMatches(*g,
+                             "abyb\xE2\x82\xAC"
+                             "A\xC3\xA9\n\"\\"));
   EXPECT_FALSE(GrammarMatches(*g, "ab5aZA\xC3\xA9\n\"\\"));  // [^a] refuses a
   EXPECT_FALSE(GrammarMatches(*g, "abwbZA\xC3\xA9\n\"\\"));  // w not in [0-9x-z]
   EXPECT_FALSE(GrammarMatches(*g, "ab5bZA\xC3\xA9\n\""));    // short
-  EXPECT_TRUE(GrammarViablePrefix(*g, "ab5bZA\xC3"));          // cut inside é
-  EXPECT_FALSE(GrammarViablePrefix(*g, "ab5bZA\xC3\xA8"));     // è is not é
+  EXPECT_TRUE(GrammarViablePrefix(*g, "ab5bZA\xC3"));        // cut inside é
+  EXPECT_FALSE(GrammarViablePrefix(*g, "ab5bZA\xC3\xA8"));   // è is not é
 }
 
 TEST(Gbnf, RepetitionsGroupsAndRuleOrder) {
@@ -73,8 +75,7 @@ TEST(Gbnf, RecursionAndNullableLoops) {
 }
 
 TEST(Gbnf, ErrorsNamePositions) {
-  EXPECT_NE(ParseError("root ::= \"a\"\nx ::= [z-a]").find("line 2, column 10"),
-            std::string::npos);
+  EXPECT_NE(ParseError("root ::= \"a\"\nx ::= [z-a]").find("line 2, column 10"), std::string::npos);
   EXPECT_NE(ParseError("root ::= missing").find("'missing' is used but not defined"),
             std::string::npos);
   EXPECT_NE(ParseError("root ::= \"a\"\nroot ::= \"b\"").find("defined twice"), std::string::npos);
@@ -137,9 +138,12 @@ struct RandomGrammar {
   }
   static std::string Print(const Node& n) {
     switch (n.kind) {
-      case Node::kChar: return std::string("\"") + n.c + "\"";
-      case Node::kClass: return "[" + n.cls + "]";
-      case Node::kRef: return "r" + std::to_string(n.rule);
+      case Node::kChar:
+        return std::string("\"") + n.c + "\"";
+      case Node::kClass:
+        return "[" + n.cls + "]";
+      case Node::kRef:
+        return "r" + std::to_string(n.rule);
       case Node::kSeq: {
         std::string s = "(";
         for (const Node& k : n.kids) s += Print(k) + " ";
@@ -176,7 +180,8 @@ struct RandomGrammar {
         if (in != neg) out.insert(start + 1);
         break;
       }
-      case Node::kRef: return Ends(rules[static_cast<size_t>(n.rule)], s, start);
+      case Node::kRef:
+        return Ends(rules[static_cast<size_t>(n.rule)], s, start);
       case Node::kSeq: {
         std::set<size_t> cur{start};
         for (const Node& k : n.kids) {
@@ -229,8 +234,14 @@ Node RandomNode(std::mt19937& rng, int rule, int num_rules, int depth) {
   std::uniform_int_distribution<int> pick(0, depth > 2 ? 2 : 6);
   Node n;
   switch (pick(rng)) {
-    case 0: n.kind = Node::kChar; n.c = "abc"[rng() % 3]; break;
-    case 1: n.kind = Node::kClass; n.cls = std::vector<std::string>{"ab", "^a", "bc", "^bc"}[rng() % 4]; break;
+    case 0:
+      n.kind = Node::kChar;
+      n.c = "abc"[rng() % 3];
+      break;
+    case 1:
+      n.kind = Node::kClass;
+      n.cls = std::vector<std::string>{"ab", "^a", "bc", "^bc"}[rng() % 4];
+      break;
     case 2:
       if (rule + 1 < num_rules) {
         n.kind = Node::kRef;

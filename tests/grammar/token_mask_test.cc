@@ -1,5 +1,7 @@
 // Token masks: the cached, context-split mask equals a brute-force check of every token, along
 // random walks through grammars deep enough to run past the cached context.
+#include "grammar/token_mask.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "grammar/grammar.h"
-#include "grammar/token_mask.h"
 
 namespace kvforge::grammar {
 namespace {
@@ -15,10 +16,10 @@ namespace {
 // A vocabulary with single bytes, multi-byte pieces, pieces that cut a UTF-8 character
 // ("\xC3" then "\xA9" is é), and an excluded control token.
 std::shared_ptr<const TokenTrie> TestVocab(std::vector<std::string>* pieces_out) {
-  std::vector<std::string> pieces = {"<eos>", "{", "}", "[", "]", ",", ":", "\"", "a", "b", "1",
-                                     "2", " ", "ab", "\"a", "\",", "\"}", "}}", "]]", ",\"", "{\"",
-                                     "12", "\xC3", "\xA9", "\xC3\xA9", "a\xC3", "\xA9\"", "",
-                                     "\"a\":", "[[", "1,", "}]", "ba"};
+  std::vector<std::string> pieces = {
+      "<eos>", "{",    "}",        "[",     "]",      ",",   ":",      "\"", "a",   "b",   "1",
+      "2",     " ",    "ab",       "\"a",   "\",",    "\"}", "}}",     "]]", ",\"", "{\"", "12",
+      "\xC3",  "\xA9", "\xC3\xA9", "a\xC3", "\xA9\"", "",    "\"a\":", "[[", "1,",  "}]",  "ba"};
   std::vector<bool> excluded(pieces.size(), false);
   excluded[0] = true;
   *pieces_out = pieces;
@@ -34,14 +35,16 @@ TokenBitset BruteForce(const GrammarMatcher& m, const TokenTrie& trie) {
   return bits;
 }
 
-bool Has(const TokenBitset& b, int32_t id) { return (b[static_cast<size_t>(id) / 64] >> (id % 64)) & 1; }
+bool Has(const TokenBitset& b, int32_t id) {
+  return (b[static_cast<size_t>(id) / 64] >> (id % 64)) & 1;
+}
 
-void RandomWalks(const std::string& gbnf, int walks, int steps) {
+void RandomWalks(const std::string& gbnf, int walks, int steps, size_t context_frames) {
   auto g = ParseGbnf(gbnf);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   std::vector<std::string> pieces;
   auto trie = TestVocab(&pieces);
-  auto masker = std::make_shared<GrammarMasker>(*g, trie);
+  auto masker = std::make_shared<GrammarMasker>(*g, trie, context_frames);
   std::mt19937 rng(7);
   for (int w = 0; w < walks; ++w) {
     GrammarMatcher m(masker);
@@ -70,20 +73,22 @@ void RandomWalks(const std::string& gbnf, int walks, int steps) {
 }
 
 TEST(TokenMask, FlatGrammarMatchesBruteForce) {
-  RandomWalks(R"(root ::= ("a" | "b" | "1")* "\"")", 20, 12);
+  for (size_t frames : {1, 2, 4})
+    RandomWalks(R"(root ::= ("a" | "b" | "1")* "\"")", 20, 12, frames);
 }
 
 TEST(TokenMask, NestedJsonLikeGrammarMatchesBruteForce) {
   // Nesting puts far more than kContextFrames frames on the stack, so most masks need the
-  // escape walks below the cached context.
-  RandomWalks(
-      "root ::= value\n"
-      "value ::= obj | arr | str | num\n"
-      "obj ::= \"{\" (str \":\" \" \"? value (\",\" str \":\" value)*)? \"}\"\n"
-      "arr ::= \"[\" (value (\",\" \" \"? value)*)? \"]\"\n"
-      "str ::= \"\\\"\" [a-b\\u00e9]* \"\\\"\"\n"
-      "num ::= [1-2]+\n",
-      60, 30);
+  // escape walks below the cached context (1 and 2 frames: nearly every mask).
+  for (size_t frames : {1, 2, 3, 4})
+    RandomWalks(
+        "root ::= value\n"
+        "value ::= obj | arr | str | num\n"
+        "obj ::= \"{\" (str \":\" \" \"? value (\",\" str \":\" value)*)? \"}\"\n"
+        "arr ::= \"[\" (value (\",\" \" \"? value)*)? \"]\"\n"
+        "str ::= \"\\\"\" [a-b\\u00e9]* \"\\\"\"\n"
+        "num ::= [1-2]+\n",
+        60, 30, frames);
 }
 
 TEST(TokenMask, CutCharacterIsHeldAcrossTokens) {

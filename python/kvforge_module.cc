@@ -84,6 +84,28 @@ KvPolicy KvPolicyFrom(const py::handle& value) {
   return k;
 }
 
+// structured_outputs as sampling_params.py passes it: a dict with one of json (schema text),
+// json_object, regex, choice, grammar. The engine compiles it (a bad one raises ValueError).
+StructuredOutputs StructuredOutputsFrom(const py::handle& value) {
+  StructuredOutputs so;
+  for (const auto& [key_obj, v] : py::cast<py::dict>(value)) {
+    const std::string key = py::cast<std::string>(key_obj);
+    if (key == "json")
+      so.json = py::cast<std::string>(v);
+    else if (key == "json_object")
+      so.json_object = py::cast<bool>(v);
+    else if (key == "regex")
+      so.regex = py::cast<std::string>(v);
+    else if (key == "choice")
+      so.choice = py::cast<std::vector<std::string>>(v);
+    else if (key == "grammar")
+      so.grammar = py::cast<std::string>(v);
+    else
+      throw py::type_error("unknown structured_outputs field '" + key + "'");
+  }
+  return so;
+}
+
 // The SamplingParams fields the Python side passes, by their C++ names. One list: adding a field
 // to SamplingParams means adding one line here and one attribute in sampling_params.py.
 SamplingParams ToSamplingParams(const py::dict& d) {
@@ -128,6 +150,10 @@ SamplingParams ToSamplingParams(const py::dict& d) {
       p.cache_salt = py::cast<std::string>(value);
     else if (key == "kv_policy")
       p.kv_policy = KvPolicyFrom(value);
+    else if (key == "logit_bias")
+      p.logit_bias = py::cast<std::vector<std::pair<int32_t, float>>>(value);
+    else if (key == "structured_outputs")
+      p.structured_outputs = StructuredOutputsFrom(value);
     else
       throw py::type_error("unknown sampling parameter '" + key + "'");
   }

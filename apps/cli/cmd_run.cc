@@ -9,6 +9,7 @@
 #include "kvforge/config_names.h"
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
+#include "read_file.h"
 #ifdef KVF_HAVE_CHAT_TEMPLATE
 #include "chat_prompt.h"
 #endif
@@ -82,6 +83,7 @@ int RunMain(const Args& args) {
   int64_t max_tokens = 128, top_k = 40, seed = -1, threads = 0, ctx = 0;
   double temperature = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
   bool json = false, ignore_eos = false, kv_f32 = false, mlock = false;
+  std::string grammar_file, json_schema_file, regex;
   FlagParser p("run",
                "Generate text from a prompt. Text streams to stdout; prefill/decode speed and\n"
                "time to first token go to stderr (or into the JSON object with --json).");
@@ -97,6 +99,10 @@ int RunMain(const Args& args) {
   p.AddInt("threads", &threads, "compute threads (0 = one per core)");
   p.AddInt("ctx", &ctx, "context length (0 = the model's, at most 8192)");
   p.AddBool("ignore-eos", &ignore_eos, "keep generating after end-of-sequence");
+  p.AddString("grammar-file", &grammar_file, "constrain the output to a GBNF grammar file");
+  p.AddString("json-schema", &json_schema_file,
+              "constrain the output to JSON valid under this JSON Schema file");
+  p.AddString("regex", &regex, "constrain the output to a full match of this regular expression");
   p.AddBool("kv-f32", &kv_f32, "store the KV cache in f32 instead of f16");
   p.AddBool("mlock", &mlock, "pin the model's weights in RAM");
   KvFlags kv;
@@ -149,6 +155,15 @@ int RunMain(const Args& args) {
   sp.max_tokens = static_cast<int32_t>(max_tokens);
   sp.ignore_eos = ignore_eos;
   if (seed >= 0) sp.seed = static_cast<uint64_t>(seed);
+  sp.structured_outputs.regex = regex;
+  if (!grammar_file.empty() && !ReadFile(grammar_file, &sp.structured_outputs.grammar)) {
+    std::fprintf(stderr, "kvforge: cannot read --grammar-file %s\n", grammar_file.c_str());
+    return 2;
+  }
+  if (!json_schema_file.empty() && !ReadFile(json_schema_file, &sp.structured_outputs.json)) {
+    std::fprintf(stderr, "kvforge: cannot read --json-schema %s\n", json_schema_file.c_str());
+    return 2;
+  }
   if (Status s = sp.Validate(); !s.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", s.message().c_str());
     return 2;

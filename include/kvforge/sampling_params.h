@@ -11,6 +11,21 @@
 
 namespace kvforge {
 
+// Constrained decoding (vLLM's StructuredOutputsParams): the output must be a sentence of one
+// grammar, given in one of these forms. At most one is set; none means unconstrained.
+struct StructuredOutputs {
+  std::string json;                 // a JSON Schema, as JSON text
+  bool json_object = false;         // any JSON object (OpenAI's response_format json_object)
+  std::string regex;                // full match of a regular expression
+  std::vector<std::string> choice;  // exactly one of these strings
+  std::string grammar;              // GBNF text (llama.cpp's grammar syntax)
+
+  int32_t NumSet() const {
+    return !json.empty() + json_object + !regex.empty() + !choice.empty() + !grammar.empty();
+  }
+  bool enabled() const { return NumSet() > 0; }
+};
+
 struct SamplingParams {
   float temperature = 0.8f;         // <= 0: greedy
   int32_t top_k = 40;               // <= 0: disabled
@@ -35,6 +50,10 @@ struct SamplingParams {
   // KV eviction for this request (a request property too): unset uses the engine's
   // EngineConfig::kv_policy; {kind none} turns the engine's off for this request.
   std::optional<KvPolicy> kv_policy;
+  StructuredOutputs structured_outputs;
+  // Added to the logits of these token ids before sampling (OpenAI's logit_bias: -100 bans a
+  // token, 100 all but forces it).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // Clear error for out-of-range values, before anything is scheduled.
   Status Validate() const;

@@ -12,11 +12,12 @@ calculate_kv_scales, seed). The engine runs on its own thread; Python waits with
 from .calc import calc, calc_kv_cache_gb
 from .llm import LLM, Tokenizer, engine_options, kv_cache_dtypes
 from .outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
-from .sampling_params import SamplingParams
+from .sampling_params import SamplingParams, StructuredOutputsParams
 
 __all__ = [
     "LLM",
     "SamplingParams",
+    "StructuredOutputsParams",
     "RequestOutput",
     "CompletionOutput",
     "Logprob",

@@ -1,5 +1,7 @@
-"""SamplingParams with vLLM's names and defaults (vllm.SamplingParams)."""
-from typing import List, Optional, Union
+"""SamplingParams with vLLM's names and defaults (vllm.SamplingParams), and
+StructuredOutputsParams (vllm.sampling_params.StructuredOutputsParams)."""
+import json as _json
+from typing import Dict, List, Optional, Union
 
 from . import _kvforge
 
@@ -34,6 +36,54 @@ def _kv_policy_dict(kv_policy, kv_budget):
     return policy
 
 
+class StructuredOutputsParams:
+    """Constrains the output to a grammar: exactly one of ``json`` (a JSON Schema, as a dict or
+    JSON text), ``json_object`` (any JSON object), ``regex`` (full match), ``choice`` (one of
+    the strings) or ``grammar`` (GBNF, llama.cpp's syntax). The engine compiles it when the
+    request is added: an invalid schema, regex or grammar raises ValueError with the position.
+    """
+
+    def __init__(self, json: Optional[Union[dict, str, bool]] = None, regex: Optional[str] = None,
+                 choice: Optional[List[str]] = None, grammar: Optional[str] = None,
+                 json_object: Optional[bool] = None):
+        given = [name for name, v in (("json", json), ("regex", regex), ("choice", choice),
+                                      ("grammar", grammar), ("json_object", json_object))
+                 if v is not None and v is not False]
+        if len(given) != 1:
+            raise ValueError("StructuredOutputsParams takes exactly one of json, regex, choice, "
+                             f"grammar, json_object (got {', '.join(given) or 'none'})")
+        if json is not None and not isinstance(json, (dict, str, bool)):
+            raise TypeError("StructuredOutputsParams.json must be a dict or a JSON string")
+        for name, v in (("regex", regex), ("grammar", grammar)):
+            if v is not None and not isinstance(v, str):
+                raise TypeError(f"StructuredOutputsParams.{name} must be a string")
+        if choice is not None:
+            if not isinstance(choice, (list, tuple)) or not all(isinstance(c, str) for c in choice):
+                raise TypeError("StructuredOutputsParams.choice must be a list of strings")
+            choice = list(choice)
+        self.json = json
+        self.regex = regex
+        self.choice = choice
+        self.grammar = grammar
+        self.json_object = bool(json_object)
+
+    def _to_engine(self) -> dict:
+        if self.json is not None:
+            text = self.json if isinstance(self.json, str) else _json.dumps(self.json)
+            return {"json": text}
+        if self.json_object:
+            return {"json_object": True}
+        if self.regex is not None:
+            return {"regex": self.regex}
+        if self.choice is not None:
+            return {"choice": self.choice}
+        return {"grammar": self.grammar}
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if v not in (None, False))
+        return f"StructuredOutputsParams({fields})"
+
+
 class SamplingParams:
     """How to sample a request's tokens. Defaults are vLLM's (temperature 1.0, top_p 1.0, top_k
     disabled, max_tokens 16, penalties over the whole sequence); out-of-range values raise
@@ -44,6 +94,8 @@ class SamplingParams:
     ``kv_policy`` / ``kv_budget`` (KV eviction for this request: a policy name such as
     ``"snapkv"`` with ``kv_budget`` tokens or a fraction of the prompt, or a dict
     ``{"name", "budget", "sinks", "window", "pool_kernel", "beta", "seed", "heads"}``; None: the engine's).
+    ``structured_outputs`` (a StructuredOutputsParams) constrains the output to a grammar;
+    ``logit_bias`` (token id -> -100..100, OpenAI's semantics: -100 bans the token) shifts logits.
     """
 
     def __init__(self, n: int = 1, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
@@ -55,7 +107,9 @@ class SamplingParams:
                  skip_special_tokens: bool = True, beam_width: int = 0,
                  length_penalty: float = 1.0, cache_salt: Optional[str] = None,
                  penalty_last_n: int = -1, kv_policy: Optional[Union[str, dict]] = None,
-                 kv_budget: Optional[float] = None):
+                 kv_budget: Optional[float] = None,
+                 structured_outputs: Optional[StructuredOutputsParams] = None,
+                 logit_bias: Optional[Dict[int, float]] = None):
         _check_type("n", n, (int,), "an int")
         for name, value in (("presence_penalty", presence_penalty),
                             ("frequency_penalty", frequency_penalty),
@@ -108,6 +162,18 @@ class SamplingParams:
         self.cache_salt = cache_salt
         self.penalty_last_n = penalty_last_n
         self.kv_policy = _kv_policy_dict(kv_policy, kv_budget)
+        if structured_outputs is not None and not isinstance(structured_outputs,
+                                                             StructuredOutputsParams):
+            raise TypeError("SamplingParams.structured_outputs must be a StructuredOutputsParams")
+        self.structured_outputs = structured_outputs
+        if logit_bias is not None:
+            if not isinstance(logit_bias, dict):
+                raise TypeError("SamplingParams.logit_bias must be a dict of token id -> bias")
+            for t, b in logit_bias.items():
+                _check_type("logit_bias", t, (int,), "a dict with int keys")
+                _check_type("logit_bias", b, (int, float), "a dict with number values")
+            logit_bias = {int(t): float(b) for t, b in logit_bias.items()}
+        self.logit_bias = logit_bias
         # The engine's own checks, with its messages (ValueError).
         _kvforge.check_sampling_params(self._to_engine(max_tokens or 16, None))
 
@@ -136,6 +202,9 @@ class SamplingParams:
             "length_penalty": self.length_penalty,
             "cache_salt": self.cache_salt or "",
             **({"kv_policy": self.kv_policy} if self.kv_policy is not None else {}),
+            **({"structured_outputs": self.structured_outputs._to_engine()}
+               if self.structured_outputs is not None else {}),
+            **({"logit_bias": sorted(self.logit_bias.items())} if self.logit_bias else {}),
         }
 
     def __repr__(self) -> str:

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "assets/default_model.h"
 #include "base/log.h"
@@ -16,6 +17,7 @@
 #include "engine/kv_eviction.h"
 #include "engine/kv_options.h"
 #include "engine/stop_checker.h"
+#include "engine/structured_output.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/thread_pool.h"
 #include "kvstore/paged_kv_cache.h"
@@ -43,6 +45,7 @@ struct Engine::Impl {
   ModelInfo info;
   int64_t max_ctx = 0;
   EvictionSummary last_eviction;
+  std::unique_ptr<engine::GrammarCache> grammars;  // made on the first constrained request
 
   // Prefills tokens[from..] into sequence 0 starting at position `from`; logits of the last
   // token. With an eviction policy each chunk may compact the sequence before the next.
@@ -292,6 +295,16 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   const int64_t n_vocab = im.model->config().n_vocab;
   if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   KVF_RETURN_IF_ERROR(base::CheckTokenIds(prompt, n_vocab).WithContext("prompt"));
+  for (const auto& [id, bias] : params.logit_bias)
+    if (id >= n_vocab)
+      return Status::InvalidArgument(base::StrFormat(
+          "logit_bias: token id %d is outside the vocabulary (%lld)", id, (long long)n_vocab));
+  std::optional<engine::SequenceGrammar> grammar;
+  if (params.structured_outputs.enabled()) {
+    if (!im.grammars) im.grammars = std::make_unique<engine::GrammarCache>(*im.tok);
+    KVF_ASSIGN_OR_RETURN(auto masker, im.grammars->Get(params.structured_outputs));
+    grammar.emplace(std::move(masker), engine::EndTokens(*im.grammars, params));
+  }
   const KvPolicy kv_policy = params.kv_policy.value_or(im.opts.kv_policy);
   KVF_RETURN_IF_ERROR(ValidateKvPolicy(kv_policy).WithContext("kv_policy"));
   KVF_RETURN_IF_ERROR(engine::CheckPolicyFitsCache(kv_policy, *im.kv));
@@ -328,7 +341,16 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   while (static_cast<int32_t>(r.tokens.size()) < params.max_tokens) {
     std::vector<float> raw;
     if (params.logprobs > 0) raw.assign(logits.begin(), logits.begin() + n_vocab);
-    const int32_t tok = sampler.Sample(logits.data(), n_vocab, history);
+    int32_t tok = -1;
+    if (!grammar || grammar->Mask(logits.data(), n_vocab))
+      tok = sampler.Sample(logits.data(), n_vocab, history);
+    if (tok < 0) {  // nothing may be sampled (a grammar's dead end): the sequence ends here
+      r.finish = FinishReason::kStop;
+      stopped = true;
+      const std::string rest = stop.Flush();
+      if (on_token && !rest.empty()) on_token(-1, rest);
+      break;
+    }
     const auto now = Clock::now();
     if (r.tokens.empty() && !stopped) {
       r.ttft_ms = std::chrono::duration<double, std::milli>(now - t0).count();
@@ -343,6 +365,7 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
       if (params.logprobs > 0)
         r.logprobs.push_back(sampling::Sampler::LogProb(raw.data(), n_vocab, tok, nullptr, 0));
       history.push_back(tok);
+      if (grammar) grammar->Accept(tok);
     }
     // Text safe to stream: complete UTF-8, nothing that could begin a stop string, cut at a stop.
     const bool caller_goes_on =
@@ -350,6 +373,13 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
     if (out.finished || !caller_goes_on) {
       r.finish = out.finished ? out.reason : FinishReason::kAbort;
       stopped = true;
+      break;
+    }
+    if (grammar && grammar->MustEnd()) {  // a complete sentence that allows nothing more
+      r.finish = FinishReason::kStop;
+      stopped = true;
+      const std::string rest = stop.Flush();
+      if (on_token && !rest.empty()) on_token(-1, rest);
       break;
     }
     const int64_t pos = static_cast<int64_t>(history.size()) - 1;

@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 
 #include "assets/default_model.h"
@@ -124,6 +125,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
   KVF_RETURN_IF_ERROR(sc.Validate());
   e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
   e->pool_ = std::make_unique<kernels::ThreadPool>(c.threads);
+  e->grammars_ = std::make_unique<engine::GrammarCache>(*e->tok_);
   KVF_RETURN_IF_ERROR(engine::CalibrateKvAtStartup(*e->model_, *e->tok_, *e->cache_, *e->pool_,
                                                    e->max_len_, c.kv_scales));
   KVF_LOG_INFO("%s%s, prefix caching %s", engine::DescribeKvCache(*e->cache_).c_str(),
@@ -146,6 +148,7 @@ std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t in
   s->evict = engine::MakeSeqEviction(r.params.kv_policy.value_or(cfg_.kv_policy),
                                      static_cast<int64_t>(r.prompt.size()),
                                      static_cast<int32_t>(model_->config().n_layer), *cache_);
+  if (r.grammar) s->grammar.emplace(r.grammar, r.end_tokens);
   seq_owner_[s->id] = r.id;
   return s;
 }
@@ -158,6 +161,7 @@ std::unique_ptr<EngineCore::Seq> EngineCore::CloneSeq(const Request& r, const Se
   s->cum_logprob = from.cum_logprob;
   s->token_logprobs = from.token_logprobs;
   if (from.evict) s->evict = std::make_unique<engine::SeqEviction>(*from.evict);
+  s->grammar = from.grammar;
   // Beams re-render their text at the end; the stop checker restarts from the shared prefix.
   for (size_t i = r.prompt.size(); i < from.tokens.size(); ++i) s->stop->Replay(from.tokens[i]);
   return s;
@@ -175,6 +179,12 @@ Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt,
   if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   KVF_RETURN_IF_ERROR(base::CheckTokenIds(prompt, model_->config().n_vocab).WithContext("prompt"));
   if (params.max_tokens < 1) return Status::InvalidArgument("max_tokens must be at least 1");
+  for (const auto& [id, bias] : params.logit_bias)
+    if (id >= model_->config().n_vocab)
+      return Status::InvalidArgument(StrFormat("logit_bias: token id %d is outside the vocabulary (%lld)",
+                                               id, (long long)model_->config().n_vocab));
+  if (params.structured_outputs.enabled())
+    KVF_RETURN_IF_ERROR(engine::CheckStructuredOutput(params.structured_outputs));
   const KvPolicy kv = params.kv_policy.value_or(cfg_.kv_policy);
   if (kv.enabled() && cfg_.contiguous_kv)
     return Status::InvalidArgument("kv_policy needs paged KV (not the contiguous_kv baseline)");
@@ -210,6 +220,10 @@ Result<int64_t> EngineCore::AddRequest(std::vector<int32_t> prompt, const Sampli
   r->beam = params.beam_width > 1;
   r->arrival = Clock::now();
   r->metrics.prompt_tokens = static_cast<int64_t>(r->prompt.size());
+  if (params.structured_outputs.enabled()) {
+    KVF_ASSIGN_OR_RETURN(r->grammar, grammars_->Get(params.structured_outputs));
+    r->end_tokens = engine::EndTokens(*grammars_, params);
+  }
   r->seqs.push_back(NewSeq(*r, 0));
   const int32_t width = r->beam ? params.beam_width : params.n;
   sched::NewRequest nr;
@@ -245,7 +259,23 @@ void EngineCore::Abort(int64_t request_id) {
 
 bool EngineCore::HasWork() const { return !requests_.empty(); }
 
+int32_t EngineCore::SampleToken(Seq& s, float* logits) {
+  const int64_t n_vocab = model_->config().n_vocab;
+  if (s.grammar && !s.grammar->Mask(logits, n_vocab)) return -1;
+  return s.sampler->Sample(logits, n_vocab, s.tokens);
+}
+
+void EngineCore::FinishSeq(Seq& s, FinishReason reason) {
+  s.finished = true;
+  s.finish_reason = FinishReasonName(reason);
+  s.delta_text += s.stop->Flush();
+}
+
 void EngineCore::AppendToken(Request& r, Seq& s, int32_t token, const float* raw_logits) {
+  if (token < 0) {
+    FinishSeq(s, FinishReason::kStop);
+    return;
+  }
   const int64_t n_vocab = model_->config().n_vocab;
   float lp = 0;
   if (r.params.logprobs > 0) {
@@ -269,6 +299,12 @@ void EngineCore::AppendToken(Request& r, Seq& s, int32_t token, const float* raw
   if (out.finished) {
     s.finished = true;
     s.finish_reason = FinishReasonName(out.reason);
+    return;
+  }
+  if (s.grammar && out.keep_token) {
+    s.grammar->Accept(token);
+    // A complete sentence that allows nothing more ends now, not one forward pass later.
+    if (s.grammar->MustEnd()) FinishSeq(s, FinishReason::kStop);
   }
 }
 
@@ -332,6 +368,11 @@ Status EngineCore::Step() {
     if (ch.seq == r.seqs.front()->id) r.last_token = t;
     if (r.beam) {
       Seq* s = FindSeq(r, ch.seq);
+      sampling::Sampler::ApplyLogitBias(r.params, row, n_vocab);
+      if (s->grammar && !s->grammar->Mask(row, n_vocab)) {
+        // A dead end: the beam may only end (its EOS candidate closes the hypothesis).
+        row[tok_->eos() >= 0 && tok_->eos() < n_vocab ? tok_->eos() : 0] = 0.0f;
+      }
       s->pending_logprobs = LogSoftmax(row, n_vocab);
       if (std::find(beam_requests.begin(), beam_requests.end(), r.id) == beam_requests.end())
         beam_requests.push_back(r.id);
@@ -347,7 +388,7 @@ Status EngineCore::Step() {
         KVF_RETURN_IF_ERROR(sched_->ForkSequence(r.id, s->id, child->id));
         if (s->evict) child->evict = std::make_unique<engine::SeqEviction>(*s->evict);
         std::vector<float> l = raw;
-        const int32_t tok = child->sampler->Sample(l.data(), n_vocab, child->tokens);
+        const int32_t tok = SampleToken(*child, l.data());
         AppendToken(r, *child, tok, raw.data());
         seq_out.push_back({child->id, child->n_generated > 0});
         if (child->finished) drops.push_back(child->id);
@@ -356,7 +397,7 @@ Status EngineCore::Step() {
     }
     std::vector<float> raw;
     if (r.params.logprobs > 0) raw.assign(row, row + n_vocab);
-    const int32_t tok = s->sampler->Sample(row, n_vocab, s->tokens);
+    const int32_t tok = SampleToken(*s, row);
     const size_t before = s->tokens.size();
     AppendToken(r, *s, tok, raw.empty() ? row : raw.data());
     seq_out.push_back({s->id, s->tokens.size() > before});
@@ -454,8 +495,12 @@ Status EngineCore::ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outc
                         return lp[static_cast<size_t>(a)] > lp[static_cast<size_t>(c)] ||
                                (lp[static_cast<size_t>(a)] == lp[static_cast<size_t>(c)] && a < c);
                       });
-    for (size_t i = 0; i < k; ++i)
-      cands.push_back({b, ids[i], r.seqs[b]->cum_logprob + lp[static_cast<size_t>(ids[i])]});
+    for (size_t i = 0; i < k; ++i) {
+      // Tokens a grammar or logit_bias refused (-inf) are never candidates.
+      const float l = lp[static_cast<size_t>(ids[i])];
+      if (l > -std::numeric_limits<float>::infinity())
+        cands.push_back({b, ids[i], r.seqs[b]->cum_logprob + l});
+    }
     if (!r.forked) break;  // first step: all beams would be identical, expand only the prompt
   }
   r.forked = true;
@@ -532,6 +577,7 @@ Status EngineCore::ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outc
     for (auto& f : forks) new_seqs.push_back(std::move(f));
     r.seqs = std::move(new_seqs);
     for (auto& [s, token] : appends) {
+      if (s->grammar) s->grammar->Accept(token);
       s->tokens.push_back(token);
       s->n_generated++;
       s->pending_logprobs.clear();

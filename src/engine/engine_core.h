@@ -20,6 +20,7 @@
 #include "engine/kv_offload.h"
 #include "engine/kv_space_adapter.h"
 #include "engine/stop_checker.h"
+#include "engine/structured_output.h"
 #include "kernels/thread_pool.h"
 #include "kvforge/llm.h"
 #include "kvstore/paged_kv_cache.h"
@@ -83,6 +84,7 @@ class EngineCore {
     std::vector<int32_t> delta_ids;
     std::vector<float> pending_logprobs;  // beam search: log-softmax waiting for the other beams
     std::unique_ptr<engine::SeqEviction> evict;  // the request's KV policy (null: keeps all)
+    std::optional<engine::SequenceGrammar> grammar;  // structured outputs (unset: free text)
   };
   struct Request {
     int64_t id = 0;
@@ -96,14 +98,20 @@ class EngineCore {
     Clock::time_point arrival, first_scheduled, first_token, last_token;
     bool scheduled_once = false, got_token = false;
     RequestMetrics metrics;
+    std::shared_ptr<grammar::GrammarMasker> grammar;  // null: no structured output
+    std::vector<int32_t> end_tokens;                  // for the sequences' grammars
   };
 
   EngineCore() = default;
   Seq* FindSeq(Request& r, int64_t seq);
   std::unique_ptr<Seq> NewSeq(const Request& r, int32_t index);
   std::unique_ptr<Seq> CloneSeq(const Request& r, const Seq& from, int32_t index);
-  // Appends a sampled token to a (non-beam) sequence: stop strings, EOS, max_tokens.
+  // Masks `logits` by the sequence's grammar, then samples; -1 when nothing may be sampled.
+  int32_t SampleToken(Seq& s, float* logits);
+  // Appends a sampled token to a (non-beam) sequence: stop strings, EOS, max_tokens, the end of
+  // its grammar; token -1 ends the sequence with "stop".
   void AppendToken(Request& r, Seq& s, int32_t token, const float* raw_logits);
+  void FinishSeq(Seq& s, FinishReason reason);
   Status ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outcomes);
   // After the forward: each scheduled sequence with a KV policy compacts if its policy says so.
   Status ApplyKvPolicies(const sched::StepPlan& plan);
@@ -119,6 +127,7 @@ class EngineCore {
   std::unique_ptr<engine::EngineKvSpace> space_;
   std::unique_ptr<sched::Scheduler> sched_;
   std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<engine::GrammarCache> grammars_;
   model::Workspace ws_;
   int64_t max_len_ = 0;
   int64_t next_request_id_ = 1;

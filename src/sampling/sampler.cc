@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "base/strings.h"
@@ -31,6 +32,13 @@ Status SamplingParams::Validate() const {
   if (beam_width > 1 && n > beam_width) return bad("n must not exceed beam_width");
   if (!std::isfinite(length_penalty) || length_penalty < 0 || length_penalty > 10)
     return bad("length_penalty must be in [0, 10]");
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) return bad("logit_bias token ids must be >= 0");
+    if (!std::isfinite(bias) || bias < -100 || bias > 100)
+      return bad("logit_bias values must be between -100 and 100");
+  }
+  if (structured_outputs.NumSet() > 1)
+    return bad("structured_outputs: set only one of json, json_object, regex, choice, grammar");
   if (kv_policy) KVF_RETURN_IF_ERROR(ValidateKvPolicy(*kv_policy).WithContext("kv_policy"));
   return Status::Ok();
 }
@@ -73,7 +81,15 @@ float Sampler::LogProb(const float* logits, int64_t n_vocab, int32_t token,
   return logits[token] - lse;
 }
 
+void Sampler::ApplyLogitBias(const SamplingParams& params, float* logits, int64_t n_vocab) {
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id >= n_vocab) continue;
+    logits[id] = bias <= -100.0f ? -std::numeric_limits<float>::infinity() : logits[id] + bias;
+  }
+}
+
 int32_t Sampler::Sample(float* logits, int64_t n_vocab, const std::vector<int32_t>& history) {
+  ApplyLogitBias(p_, logits, n_vocab);
   // Penalties over the recent window.
   if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
       p_.frequency_penalty != 0.0f) {
@@ -90,7 +106,10 @@ int32_t Sampler::Sample(float* logits, int64_t n_vocab, const std::vector<int32_
       l -= static_cast<float>(cnt) * p_.frequency_penalty + (cnt > 0 ? p_.presence_penalty : 0.0f);
     }
   }
-  if (p_.temperature <= 0) return Argmax(logits, n_vocab);
+  const int32_t best = Argmax(logits, n_vocab);
+  // Everything masked or banned (a grammar's dead end, logit_bias -100 on all it allows).
+  if (!(logits[best] > -std::numeric_limits<float>::infinity())) return -1;
+  if (p_.temperature <= 0) return best;
 
   cand_.clear();
   cand_.reserve(static_cast<size_t>(n_vocab));

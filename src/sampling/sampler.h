@@ -1,4 +1,4 @@
-// sampler.h — turns a logits row into the next token: penalties, top-k, top-p, min-p,
+// sampler.h — turns a logits row into the next token: logit bias, penalties, top-k, top-p, min-p,
 // temperature, then a seeded draw (or argmax when temperature <= 0).
 //
 // Order follows llama.cpp's default chain: penalties -> top-k -> top-p -> min-p -> temperature
@@ -27,8 +27,12 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
 
+  // OpenAI's logit_bias on `logits` (n_vocab values): adds each bias; -100 bans the token
+  // outright (its logit becomes -inf), as OpenAI documents it. Sample applies it first.
+  static void ApplyLogitBias(const SamplingParams& params, float* logits, int64_t n_vocab);
   // Picks a token from `logits` (n_vocab values; modified in place). `history` is every token of
-  // the sequence so far (prompt + generated), for the penalties.
+  // the sequence so far (prompt + generated), for the penalties. Returns -1 when every logit
+  // is -inf (nothing may be sampled: a grammar's dead end, or logit_bias banning all it allows).
   int32_t Sample(float* logits, int64_t n_vocab, const std::vector<int32_t>& history);
 
   // Log-softmax of the raw logits for `token` and the top `n` alternatives.

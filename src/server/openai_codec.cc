@@ -13,21 +13,19 @@
 #include <utility>
 
 #include "base/strings.h"
+#include "server/json_fields.h"
+#include "server/openai_structured.h"
 
 namespace kvforge::server {
 namespace {
 
-using json = nlohmann::ordered_json;
-using base::StrFormat;
-
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+using namespace json_fields;  // NOLINT: the codec's own helpers
 
 struct DepthExceeded {};
 
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+}  // namespace
 
-// Parses a request body that must be a JSON object.
-Status ParseObject(std::string_view body, int max_depth, json* out) {
+Status json_fields::ParseObject(std::string_view body, int max_depth, json* out) {
   if (body.empty())
     return Status::InvalidArgument("the request body is empty; expected a JSON object");
   try {
@@ -48,127 +46,8 @@ Status ParseObject(std::string_view body, int max_depth, json* out) {
   return Status::Ok();
 }
 
-const char* TypeName(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    case json::value_t::number_float:
-      return "a number";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    default:
-      return "an unsupported value";
-  }
-}
 
-// Reads the fields of one JSON object; every failure names the field in *param.
-class Fields {
- public:
-  Fields(const json& obj, std::string* param, std::string prefix = "")
-      : obj_(obj), param_(param), prefix_(std::move(prefix)) {}
-
-  // The field, or nullptr when absent or null.
-  const json* Get(const char* key) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  Status Fail(const char* key, const std::string& msg) const {
-    *param_ = prefix_ + key;
-    return Status::InvalidArgument(msg);
-  }
-  Status WrongType(const char* key, const char* expected, const json& got) const {
-    return Fail(
-        key, StrFormat("'%s%s' must be %s, not %s", prefix_.c_str(), key, expected, TypeName(got)));
-  }
-
-  Status Int(const char* key, int64_t lo, int64_t hi, bool* given, int64_t* out) const {
-    *given = false;
-    const json* v = Get(key);
-    if (v == nullptr) return Status::Ok();
-    int64_t x = 0;
-    if (v->is_number_unsigned()) {
-      if (v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return OutOfRange(key, lo, hi);
-      x = static_cast<int64_t>(v->get<uint64_t>());
-    } else if (v->is_number_integer()) {
-      x = v->get<int64_t>();
-    } else if (v->is_number_float()) {
-      const double d = v->get<double>();
-      if (!std::isfinite(d) || d != std::floor(d)) return WrongType(key, "an integer", *v);
-      if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
-        return OutOfRange(key, lo, hi);
-      x = static_cast<int64_t>(d);
-    } else {
-      return WrongType(key, "an integer", *v);
-    }
-    if (x < lo || x > hi) return OutOfRange(key, lo, hi);
-    *given = true;
-    *out = x;
-    return Status::Ok();
-  }
-  Status Int32(const char* key, int64_t lo, int64_t hi, int32_t* out) const {
-    bool given = false;
-    int64_t x = 0;
-    KVF_RETURN_IF_ERROR(Int(key, lo, hi, &given, &x));
-    if (given) *out = static_cast<int32_t>(x);
-    return Status::Ok();
-  }
-
-  // A number in [lo, hi]; `lo_open` excludes lo itself.
-  Status Number(const char* key, double lo, double hi, bool lo_open, float* out) const {
-    const json* v = Get(key);
-    if (v == nullptr) return Status::Ok();
-    if (!v->is_number()) return WrongType(key, "a number", *v);
-    const double d = v->get<double>();
-    if (!std::isfinite(d) || d < lo || d > hi || (lo_open && d == lo))
-      return Fail(key, StrFormat("'%s%s' must be in %s%g, %g], got %g", prefix_.c_str(), key,
-                                 lo_open ? "(" : "[", lo, hi, d));
-    *out = static_cast<float>(d);
-    return Status::Ok();
-  }
-
-  Status Bool(const char* key, bool* out, bool* given = nullptr) const {
-    if (given) *given = false;
-    const json* v = Get(key);
-    if (v == nullptr) return Status::Ok();
-    if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
-    *out = v->get<bool>();
-    if (given) *given = true;
-    return Status::Ok();
-  }
-
-  Status String(const char* key, std::string* out) const {
-    const json* v = Get(key);
-    if (v == nullptr) return Status::Ok();
-    if (!v->is_string()) return WrongType(key, "a string", *v);
-    *out = v->get<std::string>();
-    return Status::Ok();
-  }
-
- private:
-  Status OutOfRange(const char* key, int64_t lo, int64_t hi) const {
-    if (hi == std::numeric_limits<int64_t>::max())
-      return Fail(key,
-                  StrFormat("'%s%s' must be at least %lld", prefix_.c_str(), key, (long long)lo));
-    return Fail(key, StrFormat("'%s%s' must be an integer between %lld and %lld", prefix_.c_str(),
-                               key, (long long)lo, (long long)hi));
-  }
-
-  const json& obj_;
-  std::string* param_;
-  std::string prefix_;
-};
+namespace {
 
 // "kv_policy": a name ("snapkv", with the budget in "kv_budget") or an object {"name", "budget",
 // "sinks", "window", "pool_kernel", "beta", "seed", "heads"}; kvforge's extension, checked like the
@@ -377,6 +256,8 @@ Status ParseGenerationFields(const Fields& f, const CodecLimits& limits, bool ch
     KVF_RETURN_IF_ERROR(f.Int32("logprobs", 0, 20, &g->logprobs));
     KVF_RETURN_IF_ERROR(f.Bool("echo", &g->echo));
   }
+  KVF_RETURN_IF_ERROR(RefuseUnsupportedFields(f, chat));
+  KVF_RETURN_IF_ERROR(ParseConstraintFields(f, &p));
   // The engine reports alternatives only when asked for at least one.
   if (g->logprobs >= 0) p.logprobs = std::max(1, g->logprobs);
   return Status::Ok();
@@ -566,12 +447,6 @@ Status ParseChatRequest(std::string_view body, const CodecLimits& limits, ChatRe
   KVF_RETURN_IF_ERROR(ParseObject(body, limits.max_depth, &j));
   Fields f(j, param);
   KVF_RETURN_IF_ERROR(ParseChatInput(f, limits, param, &out->chat));
-  if (const json* rf = f.Get("response_format")) {
-    if (!rf->is_object()) return f.WrongType("response_format", "an object", *rf);
-    auto type = rf->find("type");
-    if (type != rf->end() && *type != "text")
-      return f.Fail("response_format", "only response_format {\"type\": \"text\"} is supported");
-  }
   return ParseGenerationFields(f, limits, true, &out->gen, param);
 }
 

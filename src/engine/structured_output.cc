@@ -1,0 +1,147 @@
+#include "engine/structured_output.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "grammar/choice_gbnf.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex_gbnf.h"
+
+namespace kvforge::engine {
+namespace {
+
+// The cache key: the form and its text (choices joined by a byte no UTF-8 text holds).
+std::string CacheKey(const StructuredOutputs& so) {
+  if (!so.json.empty()) return "json\n" + so.json;
+  if (so.json_object) return "json_object";
+  if (!so.regex.empty()) return "regex\n" + so.regex;
+  if (!so.grammar.empty()) return "grammar\n" + so.grammar;
+  std::string key = "choice";
+  for (const std::string& c : so.choice) key += "\xFF" + c;
+  return key;
+}
+
+}  // namespace
+
+Result<std::string> StructuredOutputGbnf(const StructuredOutputs& so) {
+  if (so.NumSet() > 1)
+    return Status::InvalidArgument(
+        "structured_outputs: set only one of json, json_object, regex, choice, grammar");
+  if (!so.json.empty()) {
+    auto text = grammar::JsonSchemaToGbnf(so.json);
+    if (!text.ok()) return text.status().WithContext("structured_outputs.json");
+    return text;
+  }
+  if (so.json_object) return grammar::JsonObjectGbnf();
+  if (!so.regex.empty()) {
+    auto text = grammar::RegexToGbnf(so.regex);
+    if (!text.ok()) return text.status().WithContext("structured_outputs.regex");
+    return text;
+  }
+  if (!so.choice.empty()) {
+    auto text = grammar::ChoiceToGbnf(so.choice);
+    if (!text.ok()) return text.status().WithContext("structured_outputs.choice");
+    return text;
+  }
+  if (!so.grammar.empty()) return so.grammar;
+  return Status::InvalidArgument("structured_outputs: no constraint set");
+}
+
+Status CheckStructuredOutput(const StructuredOutputs& so) {
+  KVF_ASSIGN_OR_RETURN(std::string text, StructuredOutputGbnf(so));
+  auto g = grammar::ParseGbnf(text);
+  if (!g.ok()) return g.status().WithContext("structured_outputs");
+  return Status::Ok();
+}
+
+const grammar::TokenTrie& GrammarCache::Trie() {
+  if (!trie_) {
+    const tokenizer::Vocab& vocab = tok_.vocab();
+    std::vector<std::string> pieces(static_cast<size_t>(vocab.size()));
+    std::vector<bool> excluded(pieces.size(), false);
+    for (int32_t id = 0; id < vocab.size(); ++id) {
+      const tokenizer::TokenType type = vocab.types[static_cast<size_t>(id)];
+      // Control, unknown and unused tokens never stand for text a grammar could match.
+      excluded[static_cast<size_t>(id)] = type == tokenizer::TokenType::kControl ||
+                                          type == tokenizer::TokenType::kUnknown ||
+                                          type == tokenizer::TokenType::kUnused || vocab.IsEog(id);
+      if (!excluded[static_cast<size_t>(id)])
+        pieces[static_cast<size_t>(id)] = tok_.TokenToPiece(id);
+    }
+    trie_ = std::make_shared<grammar::TokenTrie>(std::move(pieces), excluded);
+  }
+  return *trie_;
+}
+
+const std::vector<int32_t>& GrammarCache::eog_tokens() {
+  if (!eog_ready_) {
+    for (int32_t id = 0; id < tok_.n_vocab(); ++id)
+      if (tok_.IsEog(id)) eog_.push_back(id);
+    eog_ready_ = true;
+  }
+  return eog_;
+}
+
+Result<std::shared_ptr<grammar::GrammarMasker>> GrammarCache::Get(const StructuredOutputs& so) {
+  const std::string key = CacheKey(so);
+  for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+    if (it->first != key) continue;
+    lru_.splice(lru_.begin(), lru_, it);
+    return lru_.front().second;
+  }
+  KVF_ASSIGN_OR_RETURN(std::string text, StructuredOutputGbnf(so));
+  auto g = grammar::ParseGbnf(text);
+  if (!g.ok()) return g.status().WithContext("structured_outputs");
+  Trie();
+  auto masker = std::make_shared<grammar::GrammarMasker>(*g, trie_);
+  lru_.emplace_front(key, masker);
+  if (lru_.size() > kMaxEntries) lru_.pop_back();
+  return masker;
+}
+
+std::vector<int32_t> EndTokens(GrammarCache& cache, const SamplingParams& params) {
+  std::vector<int32_t> ends = params.stop_token_ids;
+  if (!params.ignore_eos) {
+    const std::vector<int32_t>& eog = cache.eog_tokens();
+    ends.insert(ends.end(), eog.begin(), eog.end());
+  }
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  return ends;
+}
+
+SequenceGrammar::SequenceGrammar(std::shared_ptr<grammar::GrammarMasker> masker,
+                                 std::vector<int32_t> end_tokens)
+    : matcher_(std::move(masker)), end_tokens_(std::move(end_tokens)) {}
+
+bool SequenceGrammar::Mask(float* logits, int64_t n_logits) {
+  constexpr float kRefused = -std::numeric_limits<float>::infinity();
+  matcher_.AllowedTokens(&allowed_);
+  const bool can_end = matcher_.CanEnd();
+  const auto bits = static_cast<int64_t>(allowed_.size()) * 64;
+  // End tokens are allowed exactly where the grammar may end (a stop token id that is also
+  // text obeys this too, or it would cut the sentence short).
+  ends_logits_.clear();
+  for (int32_t id : end_tokens_) ends_logits_.push_back(id < n_logits ? logits[id] : kRefused);
+  bool any = false;
+  for (int64_t id = 0; id < n_logits; ++id) {
+    const bool ok = id < bits && ((allowed_[static_cast<size_t>(id >> 6)] >> (id & 63)) & 1);
+    if (!ok) logits[id] = kRefused;
+    any = any || ok;
+  }
+  for (size_t k = 0; k < end_tokens_.size(); ++k) {
+    const int32_t id = end_tokens_[k];
+    if (id >= n_logits) continue;
+    logits[id] = can_end ? ends_logits_[k] : kRefused;
+    any = any || can_end;
+  }
+  return any;
+}
+
+void SequenceGrammar::Accept(int32_t token) {
+  if (std::binary_search(end_tokens_.begin(), end_tokens_.end(), token)) return;
+  (void)matcher_.AcceptToken(token);
+}
+
+}  // namespace kvforge::engine

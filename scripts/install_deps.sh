@@ -10,7 +10,7 @@ PACKAGES=(
   gnuplot-nox
   libpcre2-dev
   clang libclang-rt-14-dev
-  python3-dev pybind11-dev python3-pytest
+  python3-dev pybind11-dev python3-pytest python3-jsonschema
   chromium
   libzstd-dev liblz4-dev libxxhash-dev libhiredis-dev redis-server
 )

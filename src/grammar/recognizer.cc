@@ -105,10 +105,13 @@ Utf8Decoder::Fed Utf8Decoder::Feed(uint8_t byte, uint32_t* cp) {
   return Fed::kCodePoint;
 }
 
-void Utf8Decoder::PendingRange(uint32_t* lo, uint32_t* hi) const {
+bool Utf8Decoder::PendingRange(uint32_t* lo, uint32_t* hi) const {
+  // The smallest code point a sequence of this length may encode (shorter ones are overlong).
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
   const int bits = 6 * remaining;
-  *lo = value << bits;
-  *hi = *lo | ((1u << bits) - 1);
+  *lo = std::max(value << bits, kMin[length]);
+  *hi = std::min<uint32_t>((value << bits) | ((1u << bits) - 1), 0x10FFFF);
+  return *lo <= *hi;
 }
 
 bool ConsumeText(const Grammar& g, std::string_view text, StackSet* stacks, Utf8Decoder* dec) {
@@ -124,8 +127,7 @@ bool ConsumeText(const Grammar& g, std::string_view text, StackSet* stacks, Utf8
   }
   if (!dec->Pending()) return true;
   uint32_t lo = 0, hi = 0;
-  dec->PendingRange(&lo, &hi);
-  return AnyIntersects(g, *stacks, lo, hi);
+  return dec->PendingRange(&lo, &hi) && AnyIntersects(g, *stacks, lo, hi);
 }
 
 bool GrammarMatches(const Grammar& grammar, std::string_view text) {

@@ -44,8 +44,9 @@ struct Utf8Decoder {
   // On kCodePoint, `*cp` is the decoded code point and the decoder is empty again.
   Fed Feed(uint8_t byte, uint32_t* cp);
   bool Pending() const { return remaining > 0; }
-  // The smallest and largest code point the pending sequence can still decode to.
-  void PendingRange(uint32_t* lo, uint32_t* hi) const;
+  // The smallest and largest code point the pending sequence can still decode to; false when
+  // none (a lead byte followed by bytes that can only make an overlong or too large value).
+  bool PendingRange(uint32_t* lo, uint32_t* hi) const;
 };
 
 // Feeds `text` (bytes) to `stacks` and `dec`; false when a byte is refused or a cut character

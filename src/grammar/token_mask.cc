@@ -38,8 +38,7 @@ void GrammarMasker::Walk(int32_t node, const StackSet& stacks, Utf8Decoder dec,
     const StackSet* after = &stacks;
     if (fed == Utf8Decoder::Fed::kPartial) {
       uint32_t lo = 0, hi = 0;
-      d.PendingRange(&lo, &hi);
-      if (!AnyIntersects(*grammar_, stacks, lo, hi)) continue;
+      if (!d.PendingRange(&lo, &hi) || !AnyIntersects(*grammar_, stacks, lo, hi)) continue;
     } else {
       StackSet& next = scratch_[depth];
       AdvanceStacks(*grammar_, stacks, cp, &next);

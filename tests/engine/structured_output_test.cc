@@ -115,7 +115,9 @@ TEST(StructuredOutput, HoldsAcrossKvDtypesPoliciesAndPreemption) {
   std::vector<Variant> variants;
   for (const char* dtype : {"q8_0", "kivi2", "fp8"}) {
     EngineConfig c = Base();
-    ASSERT_TRUE(ParseConfigName(dtype, &c.kv_cache_dtype).ok()) << dtype;
+    auto parsed = ParseKvCacheDtype(dtype);
+    ASSERT_TRUE(parsed.ok()) << dtype;
+    c.kv_cache_dtype = *parsed;
     variants.push_back({dtype, c});
   }
   {
@@ -236,8 +238,9 @@ TEST(StructuredOutput, SingleRequestEngineHonoursTheGrammar) {
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   SamplingParams p = Sampled(3);
   p.structured_outputs.regex = kRegex;
-  auto tokens = (*engine)->Tokenize("Once upon a time");
-  auto r = (*engine)->Generate(tokens, p);
+  auto tokens = (*engine)->Tokenize("Once upon a time", true, false);
+  ASSERT_TRUE(tokens.ok());
+  auto r = (*engine)->Generate(*tokens, p);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(std::regex_match(r->text, std::regex(kRegex))) << r->text;
   EXPECT_EQ(r->finish, FinishReason::kStop);

@@ -38,6 +38,14 @@ TEST(Gbnf, LiteralsClassesAndAnyChar) {
   EXPECT_FALSE(GrammarViablePrefix(*g, "ab5bZA\xC3\xA8"));   // è is not é
 }
 
+TEST(Gbnf, CutCharactersMustStillBeAbleToMatch) {
+  auto g = MustParse(R"(root ::= "{" [^"]*)");
+  EXPECT_FALSE(GrammarViablePrefix(*g, "\xF0"));          // a 4-byte sequence cannot make '{'
+  EXPECT_FALSE(GrammarViablePrefix(*g, "{\xF0\x80"));     // only overlong values remain
+  EXPECT_TRUE(GrammarViablePrefix(*g, "{\xF0\x9F"));      // U+1F000..: still possible
+  EXPECT_FALSE(GrammarViablePrefix(*g, "{\xF4\x90"));     // above U+10FFFF
+}
+
 TEST(Gbnf, RepetitionsGroupsAndRuleOrder) {
   auto g = MustParse(
       "# a comment\n"

@@ -44,26 +44,13 @@ const Ranges kDigit = {{'0', '9'}};
 const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const Ranges kSpace = {{'\t', '\r'}, {' ', ' '}};  // \t \n \v \f \r and space
 
-// The JSON escape of a code point that cannot appear raw inside a JSON string.
+// The JSON escape of a code point that cannot appear raw inside a JSON string (JsonQuote's,
+// without the quotes).
 std::string JsonEscapeText(uint32_t cp) {
-  switch (cp) {
-    case '"':
-      return "\\\"";
-    case '\\':
-      return "\\\\";
-    case '\n':
-      return "\\n";
-    case '\t':
-      return "\\t";
-    case '\r':
-      return "\\r";
-    case '\b':
-      return "\\b";
-    case '\f':
-      return "\\f";
-    default:
-      return base::StrFormat("\\u%04X", cp);
-  }
+  std::string raw;
+  base::AppendUtf8(cp, &raw);
+  const std::string quoted = base::JsonQuote(raw);
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 bool NeedsJsonEscape(uint32_t cp) { return cp < 0x20 || cp == '"' || cp == '\\'; }

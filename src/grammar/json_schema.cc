@@ -137,11 +137,15 @@ std::string NonNegativeRange(int64_t lo, int64_t hi) {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(json root, const SchemaLimits& limits) : root_(std::move(root)), limits_(limits) {}
+  // Generated rules are named `prefix` + "s" + N, so grammars of several schemas can share one
+  // GBNF text.
+  SchemaCompiler(json root, const SchemaLimits& limits, std::string prefix)
+      : root_(std::move(root)), limits_(limits), prefix_(std::move(prefix)) {}
 
-  Result<std::string> Compile() {
+  // The schema's rule named `rule_name`, its helper rules, and the primitives when asked.
+  Result<std::string> Compile(const std::string& rule_name, bool with_primitives) {
     KVF_ASSIGN_OR_RETURN(std::string expr, Visit(root_, "", 0));
-    std::string out = "root ::= " + expr + "\n" + kPrimitives;
+    std::string out = rule_name + " ::= " + expr + "\n" + (with_primitives ? kPrimitives : "");
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     if (static_cast<int64_t>(out.size()) > limits_.max_grammar_bytes)
       return Status::InvalidArgument(
@@ -155,7 +159,7 @@ class SchemaCompiler {
     return Status::InvalidArgument((ptr.empty() ? std::string("/") : ptr) + ": " + what);
   }
   std::string NewRule(const std::string& body) {
-    const std::string name = "s" + std::to_string(next_rule_++);
+    const std::string name = prefix_ + "s" + std::to_string(next_rule_++);
     rules_[name] = body;
     return name;
   }
@@ -225,7 +229,7 @@ class SchemaCompiler {
       return Fail(ptr + "/$ref", std::string("bad JSON pointer: ") + e.what());
     }
     if (!root_.contains(jp)) return Fail(ptr + "/$ref", "'" + ref + "' points at nothing");
-    const std::string name = "s" + std::to_string(next_rule_++);
+    const std::string name = prefix_ + "s" + std::to_string(next_rule_++);
     ref_rules_[ref] = name;  // before visiting: a recursive reference finds the rule
     KVF_ASSIGN_OR_RETURN(std::string body, Visit(root_.at(jp), ref.substr(1), depth + 1));
     rules_[name] = body;
@@ -338,7 +342,7 @@ class SchemaCompiler {
       if (lengths)
         return Fail(ptr + "/pattern", "pattern with minLength/maxLength is not supported");
       if (!s["pattern"].is_string()) return Fail(ptr + "/pattern", "must be a string");
-      const std::string name = "s" + std::to_string(next_rule_++);
+      const std::string name = prefix_ + "s" + std::to_string(next_rule_++);
       auto rules = RegexToGbnfRules(s["pattern"].get<std::string>(), name, true);
       if (!rules.ok()) return Fail(ptr + "/pattern", rules.status().message());
       pattern_rules_ += *rules;
@@ -535,6 +539,7 @@ class SchemaCompiler {
   SchemaLimits limits_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> ref_rules_;
+  std::string prefix_;
   std::string pattern_rules_;
   int next_rule_ = 0;
 
@@ -544,17 +549,34 @@ class SchemaCompiler {
 
 }  // namespace
 
-Result<std::string> JsonSchemaToGbnf(std::string_view schema_json, const SchemaLimits& limits) {
+namespace {
+
+Result<std::string> CompileSchema(std::string_view schema_json, const std::string& rule_name,
+                                  bool with_primitives, const SchemaLimits& limits) {
   json schema;
   try {
     schema = json::parse(schema_json.begin(), schema_json.end());
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("the schema is not valid JSON: ") + e.what());
   }
-  SchemaCompiler compiler(std::move(schema), limits);
-  KVF_ASSIGN_OR_RETURN(std::string text, compiler.Compile());
+  SchemaCompiler compiler(std::move(schema), limits,
+                          rule_name == "root" ? std::string() : rule_name + "-");
+  KVF_ASSIGN_OR_RETURN(std::string text, compiler.Compile(rule_name, with_primitives));
   return text + compiler.pattern_rules();
 }
+
+}  // namespace
+
+Result<std::string> JsonSchemaToGbnf(std::string_view schema_json, const SchemaLimits& limits) {
+  return CompileSchema(schema_json, "root", /*with_primitives=*/true, limits);
+}
+
+Result<std::string> JsonSchemaToGbnfRules(std::string_view schema_json, std::string_view rule_name,
+                                          const SchemaLimits& limits) {
+  return CompileSchema(schema_json, std::string(rule_name), /*with_primitives=*/false, limits);
+}
+
+std::string JsonPrimitivesGbnf() { return kPrimitives; }
 
 std::string JsonObjectGbnf() { return std::string("root ::= object\n") + kPrimitives; }
 

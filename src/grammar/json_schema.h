@@ -26,6 +26,14 @@ struct SchemaLimits {
 // for malformed schemas, unsupported keywords and exceeded limits (naming the limit).
 Result<std::string> JsonSchemaToGbnf(std::string_view schema_json, const SchemaLimits& limits = {});
 
+// The same as rules to embed in a larger grammar: the schema's rule is named `rule_name` (letters,
+// digits and '-'), its helper rules `rule_name-s0`, `rule_name-s1`, ...; they refer to the shared
+// primitive rules (ws, string, value, object, date, ...) of JsonPrimitivesGbnf(), which the
+// larger grammar includes once.
+Result<std::string> JsonSchemaToGbnfRules(std::string_view schema_json, std::string_view rule_name,
+                                          const SchemaLimits& limits = {});
+std::string JsonPrimitivesGbnf();
+
 // The grammar of any JSON object (OpenAI's response_format json_object).
 std::string JsonObjectGbnf();
 

@@ -134,6 +134,8 @@ SamplingParams ToSamplingParams(const py::dict& d) {
       p.max_tokens = py::cast<int32_t>(value);
     else if (key == "ignore_eos")
       p.ignore_eos = py::cast<bool>(value);
+    else if (key == "skip_special_tokens")
+      p.skip_special_tokens = py::cast<bool>(value);
     else if (key == "stop")
       p.stop = py::cast<std::vector<std::string>>(value);
     else if (key == "stop_token_ids")
@@ -364,9 +366,9 @@ class Engine {
     if (!ids.ok()) Raise(ids.error());
     return *ids;
   }
-  py::bytes Detokenize(const std::vector<int32_t>& ids) {
+  py::bytes Detokenize(const std::vector<int32_t>& ids, bool skip_special_tokens) {
     Live();
-    return py::bytes(engine_->Detokenize(ids));
+    return py::bytes(engine_->Detokenize(ids, !skip_special_tokens));
   }
   // Counted up to the end of the step running now, so a request generate() has just returned
   // is in them; the last refreshed counters if that step takes longer than 10 s.
@@ -499,7 +501,8 @@ PYBIND11_MODULE(_kvforge, m) {
       .def("wait", &Engine::Wait, py::arg("request_ids"), py::arg("timeout_s"))
       .def("tokenize", &Engine::Tokenize, py::arg("text"), py::arg("add_special"),
            py::arg("parse_special"))
-      .def("detokenize", &Engine::Detokenize, py::arg("token_ids"))
+      .def("detokenize", &Engine::Detokenize, py::arg("token_ids"),
+           py::arg("skip_special_tokens") = true)
       .def("discard", &Engine::Discard, py::arg("request_ids"))
       .def("queued_requests", &Engine::QueuedRequests)
       .def("stats", &Engine::Stats)

@@ -152,7 +152,8 @@ class AsyncEngine {
                                      EngineStats* stats = nullptr) const;
   Result<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special,
                                         bool parse_special) const;
-  std::string Detokenize(const std::vector<int32_t>& ids) const;
+  // render_special: control tokens give their text (skip_special_tokens=False).
+  std::string Detokenize(const std::vector<int32_t>& ids, bool render_special = false) const;
   int64_t max_model_len() const;
   // Model facts for front ends (the HTTP server), fixed at Create; callable from any thread.
   std::string model_name() const;      // GGUF general.name; empty when the file has none

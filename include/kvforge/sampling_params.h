@@ -19,7 +19,15 @@ struct StructuredOutputs {
   std::string regex;                // full match of a regular expression
   std::vector<std::string> choice;  // exactly one of these strings
   std::string grammar;              // GBNF text (llama.cpp's grammar syntax)
+  // Reasoning first: the constraint applies only after `reasoning_end` (e.g. "</think>") has
+  // appeared in the output; before it every token is free but the end tokens. With
+  // `reasoning_start` (e.g. "<think>") the reply may skip reasoning: unless its first token
+  // starts with reasoning_start, the constraint applies from the first token. An empty
+  // reasoning_end: the constraint applies from the start.
+  std::string reasoning_start;
+  std::string reasoning_end;
 
+  // The forms set (the reasoning markers are not a form).
   int32_t NumSet() const {
     return !json.empty() + json_object + !regex.empty() + !choice.empty() + !grammar.empty();
   }
@@ -54,6 +62,8 @@ struct SamplingParams {
   // Added to the logits of these token ids before sampling (OpenAI's logit_bias: -100 bans a
   // token, 100 all but forces it).
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // false: control tokens (e.g. [TOOL_CALLS], <|python_tag|>) appear in the output text.
+  bool skip_special_tokens = true;
 
   // Clear error for out-of-range values, before anything is scheduled.
   Status Validate() const;

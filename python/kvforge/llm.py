@@ -98,7 +98,7 @@ class Tokenizer:
         return self._engine.tokenize(text, add_special_tokens, parse_special)
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        return _text(self._engine.detokenize(list(token_ids)))
+        return _text(self._engine.detokenize(list(token_ids), skip_special_tokens))
 
     def __call__(self, text: str, add_special_tokens: bool = True) -> Dict[str, List[int]]:
         return {"input_ids": self.encode(text, add_special_tokens)}

@@ -195,6 +195,7 @@ class SamplingParams:
             "stop": self.stop,
             "stop_token_ids": self.stop_token_ids,
             "ignore_eos": self.ignore_eos,
+            "skip_special_tokens": self.skip_special_tokens,
             "max_tokens": self.max_tokens if self.max_tokens is not None else default_max_tokens,
             # logprobs=0 in vLLM: only the chosen token's; the engine reports one alternative.
             "logprobs": 0 if self.logprobs is None else max(1, self.logprobs),

@@ -303,7 +303,8 @@ Result<GenerationResult> Engine::Generate(const std::vector<int32_t>& prompt,
   if (params.structured_outputs.enabled()) {
     if (!im.grammars) im.grammars = std::make_unique<engine::GrammarCache>(*im.tok);
     KVF_ASSIGN_OR_RETURN(auto masker, im.grammars->Get(params.structured_outputs));
-    grammar.emplace(std::move(masker), engine::EndTokens(*im.grammars, params));
+    grammar.emplace(std::move(masker), engine::EndTokens(*im.grammars, params),
+                    params.structured_outputs);
   }
   const KvPolicy kv_policy = params.kv_policy.value_or(im.opts.kv_policy);
   KVF_RETURN_IF_ERROR(ValidateKvPolicy(kv_policy).WithContext("kv_policy"));

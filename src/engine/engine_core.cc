@@ -148,7 +148,7 @@ std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t in
   s->evict = engine::MakeSeqEviction(r.params.kv_policy.value_or(cfg_.kv_policy),
                                      static_cast<int64_t>(r.prompt.size()),
                                      static_cast<int32_t>(model_->config().n_layer), *cache_);
-  if (r.grammar) s->grammar.emplace(r.grammar, r.end_tokens);
+  if (r.grammar) s->grammar.emplace(r.grammar, r.end_tokens, r.params.structured_outputs);
   seq_owner_[s->id] = r.id;
   return s;
 }
@@ -631,7 +631,7 @@ RequestOutput EngineCore::BuildOutput(Request& r, bool final) {
     c.index = s->index;
     if (final) {
       c.token_ids.assign(s->tokens.begin() + static_cast<long>(r.prompt.size()), s->tokens.end());
-      c.text = r.beam ? tok_->Decode(c.token_ids) : s->stop->text();
+      c.text = r.beam ? tok_->Decode(c.token_ids, !r.params.skip_special_tokens) : s->stop->text();
       c.finish_reason =
           s->finish_reason.empty() ? FinishReasonName(FinishReason::kAbort) : s->finish_reason;
       c.cumulative_logprob = s->cum_logprob;

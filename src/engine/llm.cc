@@ -312,8 +312,8 @@ Result<std::vector<int32_t>> AsyncEngine::Tokenize(const std::string& text, bool
   return impl_->core->tokenizer().Encode(text, add_special, parse_special);
 }
 
-std::string AsyncEngine::Detokenize(const std::vector<int32_t>& ids) const {
-  return impl_->core->tokenizer().Decode(ids);
+std::string AsyncEngine::Detokenize(const std::vector<int32_t>& ids, bool render_special) const {
+  return impl_->core->tokenizer().Decode(ids, render_special);
 }
 
 int64_t AsyncEngine::max_model_len() const { return impl_->core->max_model_len(); }

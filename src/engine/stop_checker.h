@@ -23,7 +23,7 @@ struct TokenOutcome {
 class StopChecker {
  public:
   StopChecker(const tokenizer::Tokenizer& tok, const SamplingParams& params)
-      : tok_(tok), params_(params), decoder_(tok) {}
+      : tok_(tok), params_(params), decoder_(tok, !params.skip_special_tokens) {}
 
   // Applies the rule to a sampled token, `n_generated` tokens having been kept before it:
   // an end-of-generation token (unless ignore_eos) or a stop token id ends with "stop" and is

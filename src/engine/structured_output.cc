@@ -111,12 +111,92 @@ std::vector<int32_t> EndTokens(GrammarCache& cache, const SamplingParams& params
   return ends;
 }
 
+namespace {
+
+constexpr float kRefused = -std::numeric_limits<float>::infinity();
+
+std::shared_ptr<const GateTokens> ScanGateTokens(const grammar::TokenTrie& trie,
+                                                 const std::string& start, const std::string& end) {
+  auto g = std::make_shared<GateTokens>();
+  for (int32_t id = 0; id < trie.vocab_size(); ++id) {
+    const std::string& p = trie.piece(id);
+    if (p.empty()) continue;
+    if (!start.empty() && p.compare(0, start.size(), start) == 0) g->opening.push_back(id);
+    bool closes = p.find(end) != std::string::npos;
+    for (size_t k = 1; k < end.size() && !closes; ++k)
+      closes = p.compare(0, end.size() - k, end, k, std::string::npos) == 0;
+    if (closes) g->closing.push_back(id);
+  }
+  return g;
+}
+
+// The length of the longest suffix of `s` that is a proper prefix of `marker`.
+size_t PendingPrefix(const std::string& s, const std::string& marker) {
+  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
+    if (s.compare(s.size() - n, n, marker, 0, n) == 0) return n;
+  return 0;
+}
+
+}  // namespace
+
 SequenceGrammar::SequenceGrammar(std::shared_ptr<grammar::GrammarMasker> masker,
-                                 std::vector<int32_t> end_tokens)
-    : matcher_(std::move(masker)), end_tokens_(std::move(end_tokens)) {}
+                                 std::vector<int32_t> end_tokens, const StructuredOutputs& so)
+    : matcher_masker_(masker), matcher_(std::move(masker)), end_tokens_(std::move(end_tokens)) {
+  if (so.reasoning_end.empty()) return;
+  start_ = so.reasoning_start;
+  end_ = so.reasoning_end;
+  phase_ = start_.empty() ? Phase::kReasoning : Phase::kOpening;
+  gate_ = ScanGateTokens(matcher_masker_->trie(), start_, end_);
+}
+
+bool SequenceGrammar::TakeReasoning(const std::string& text) {
+  const std::string s = tail_ + text;
+  const size_t at = s.find(end_);
+  if (at == std::string::npos) {
+    tail_ = s.substr(s.size() - std::min(s.size(), end_.size() - 1));
+    return false;
+  }
+  phase_ = Phase::kActive;
+  tail_.clear();
+  (void)matcher_.AcceptText(std::string_view(s).substr(at + end_.size()));
+  return true;
+}
+
+bool SequenceGrammar::MaskReasoning(float* logits, int64_t n_logits) {
+  for (int32_t id : end_tokens_)
+    if (id < n_logits) logits[id] = kRefused;
+  // A token that closes the reasoning must leave text the grammar can start with.
+  const std::string pending = tail_.substr(tail_.size() - PendingPrefix(tail_, end_));
+  for (int32_t id : gate_->closing) {
+    if (id >= n_logits) continue;
+    const std::string s = pending + Piece(id);
+    const size_t at = s.find(end_);
+    if (at == std::string::npos || at + end_.size() == s.size()) continue;
+    grammar::GrammarMatcher probe = matcher_;
+    if (!probe.AcceptText(std::string_view(s).substr(at + end_.size()))) logits[id] = kRefused;
+  }
+  return true;
+}
+
+void SequenceGrammar::MaskOpening(float* logits, int64_t n_logits) {
+  // The first token either opens the reasoning or is the grammar's first token.
+  std::vector<float> kept;
+  for (int32_t id : gate_->opening) kept.push_back(id < n_logits ? logits[id] : kRefused);
+  phase_ = Phase::kActive;
+  (void)Mask(logits, n_logits);
+  phase_ = Phase::kOpening;
+  for (size_t k = 0; k < kept.size(); ++k)
+    if (gate_->opening[k] < n_logits) logits[gate_->opening[k]] = kept[k];
+}
 
 bool SequenceGrammar::Mask(float* logits, int64_t n_logits) {
-  constexpr float kRefused = -std::numeric_limits<float>::infinity();
+  if (phase_ == Phase::kReasoning) return MaskReasoning(logits, n_logits);
+  if (phase_ == Phase::kOpening) {
+    MaskOpening(logits, n_logits);
+    for (int64_t id = 0; id < n_logits; ++id)
+      if (logits[id] != kRefused) return true;
+    return false;
+  }
   matcher_.AllowedTokens(&allowed_);
   const bool can_end = matcher_.CanEnd();
   const auto bits = static_cast<int64_t>(allowed_.size()) * 64;
@@ -141,6 +221,17 @@ bool SequenceGrammar::Mask(float* logits, int64_t n_logits) {
 
 void SequenceGrammar::Accept(int32_t token) {
   if (std::binary_search(end_tokens_.begin(), end_tokens_.end(), token)) return;
+  if (phase_ == Phase::kOpening) {
+    if (std::binary_search(gate_->opening.begin(), gate_->opening.end(), token)) {
+      phase_ = Phase::kReasoning;
+      (void)TakeReasoning(Piece(token).substr(start_.size()));
+      return;
+    }
+    phase_ = Phase::kActive;
+  } else if (phase_ == Phase::kReasoning) {
+    (void)TakeReasoning(Piece(token));
+    return;
+  }
   (void)matcher_.AcceptToken(token);
 }
 

@@ -39,6 +39,11 @@ Status SamplingParams::Validate() const {
   }
   if (structured_outputs.NumSet() > 1)
     return bad("structured_outputs: set only one of json, json_object, regex, choice, grammar");
+  const StructuredOutputs& so = structured_outputs;
+  if (so.reasoning_end.empty() && !so.reasoning_start.empty())
+    return bad("structured_outputs: reasoning_start needs reasoning_end");
+  if (so.reasoning_end.size() > 64 || so.reasoning_start.size() > 64)
+    return bad("structured_outputs: reasoning markers are at most 64 bytes");
   if (kv_policy) KVF_RETURN_IF_ERROR(ValidateKvPolicy(*kv_policy).WithContext("kv_policy"));
   return Status::Ok();
 }

@@ -46,6 +46,14 @@ std::vector<RequestOutput> MustGenerate(LLM& llm, const std::vector<std::string>
   return outs.ok() ? *outs : std::vector<RequestOutput>{};
 }
 
+// The first completion of one prompt; an empty one (and a failure) when there is none.
+CompletionOutput FirstOutput(LLM& llm, const std::string& prompt, const SamplingParams& p) {
+  const std::vector<RequestOutput> outs = MustGenerate(llm, {prompt}, p);
+  const bool has = !outs.empty() && !outs[0].outputs.empty();
+  EXPECT_TRUE(has) << "no output for '" << prompt << "'";
+  return has ? outs[0].outputs[0] : CompletionOutput{};
+}
+
 TEST(StructuredOutput, RegexOutputsMatchAcrossSeedsAndN) {
   LLM llm(Base());
   ASSERT_TRUE(llm.ok()) << llm.status().ToString();
@@ -155,7 +163,7 @@ TEST(StructuredOutput, FreeRequestsInAMixedBatchAreUnchanged) {
   {
     LLM llm(Base());
     ASSERT_TRUE(llm.ok());
-    alone = MustGenerate(llm, {"Once upon a time"}, free)[0].outputs[0].token_ids;
+    alone = FirstOutput(llm, "Once upon a time", free).token_ids;
   }
   auto engine = AsyncEngine::Create(Base());
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
@@ -244,6 +252,69 @@ TEST(StructuredOutput, SingleRequestEngineHonoursTheGrammar) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(std::regex_match(r->text, std::regex(kRegex))) << r->text;
   EXPECT_EQ(r->finish, FinishReason::kStop);
+}
+
+// The reasoning gate: the output is free until the end marker (here ".", which the model writes
+// on its own), then a sentence of the grammar; greedy, the free part is the unconstrained text.
+TEST(StructuredOutput, GrammarAppliesAfterTheReasoningEnds) {
+  LLM llm(Base());
+  ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+  SamplingParams free_p = Sampled(1, 40);
+  free_p.temperature = 0;
+  const std::string free_text = FirstOutput(llm, "Once upon a time", free_p).text;
+  const size_t dot = free_text.find('.');
+  ASSERT_NE(dot, std::string::npos) << free_text;
+  const std::regex after(" ?(yes|no)");
+  SamplingParams p = free_p;
+  p.max_tokens = 80;
+  p.structured_outputs.regex = " ?(yes|no)";
+  p.structured_outputs.reasoning_end = ".";
+  const std::string greedy = FirstOutput(llm, "Once upon a time", p).text;
+  ASSERT_GT(greedy.size(), dot) << greedy;
+  EXPECT_EQ(greedy.substr(0, dot + 1), free_text.substr(0, dot + 1));
+  EXPECT_TRUE(std::regex_match(greedy.substr(dot + 1), after)) << greedy;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    SamplingParams q = Sampled(seed, 120);
+    q.n = 2;
+    q.structured_outputs = p.structured_outputs;
+    const std::vector<RequestOutput> outs = MustGenerate(llm, {"One day"}, q);
+    ASSERT_EQ(outs.size(), 1u);
+    for (const CompletionOutput& c : outs[0].outputs) {
+      if (c.finish_reason == "length") continue;  // the reasoning ran to max_tokens
+      const size_t at = c.text.find('.');
+      ASSERT_NE(at, std::string::npos) << c.text;
+      EXPECT_TRUE(std::regex_match(c.text.substr(at + 1), after)) << c.text;
+      EXPECT_EQ(c.finish_reason, "stop");
+    }
+  }
+  // A reply that does not open its reasoning with reasoning_start is constrained from the start.
+  p.structured_outputs.reasoning_start = "<think>";
+  const std::string skipped = FirstOutput(llm, "Once upon a time", p).text;
+  EXPECT_TRUE(std::regex_match(skipped, after)) << skipped;
+  // The single-request engine gates the same way.
+  auto engine = Engine::Create(Base());
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  p.structured_outputs.reasoning_start.clear();
+  auto tokens = (*engine)->Tokenize("Once upon a time", true, false);
+  ASSERT_TRUE(tokens.ok());
+  auto r = (*engine)->Generate(*tokens, p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->text, greedy);
+}
+
+TEST(StructuredOutput, SkipSpecialTokensFalseKeepsControlTokenText) {
+  LLM llm(Base());
+  ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+  SamplingParams p = Sampled(1, 4);
+  p.temperature = 0;
+  p.ignore_eos = true;
+  const int32_t bos = 1;  // <s>: a control token of the TinyStories vocabulary
+  p.logit_bias = {{bos, 100}};
+  const CompletionOutput hidden = FirstOutput(llm, "Once", p);
+  ASSERT_EQ(hidden.token_ids, std::vector<int32_t>(4, bos));
+  EXPECT_EQ(hidden.text, "");
+  p.skip_special_tokens = false;
+  EXPECT_EQ(FirstOutput(llm, "Once", p).text, "<s><s><s><s>");
 }
 
 }  // namespace

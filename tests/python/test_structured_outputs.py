@@ -119,3 +119,16 @@ def test_bad_constraints_raise(llm):
             regex="a(?=b)")))
     with pytest.raises(ValueError, match="exactly one"):
         StructuredOutputsParams(regex="a", choice=["b"])
+
+
+def test_skip_special_tokens(llm):
+    # <s> (id 1) is a control token: hidden by default, its text with skip_special_tokens=False.
+    forced = dict(temperature=0, max_tokens=3, ignore_eos=True, logit_bias={1: 100})
+    hidden = llm.generate(["Once"], SamplingParams(**forced))[0].outputs[0]
+    assert list(hidden.token_ids) == [1, 1, 1]
+    assert hidden.text == ""
+    shown = llm.generate(["Once"], SamplingParams(skip_special_tokens=False, **forced))
+    assert shown[0].outputs[0].text == "<s><s><s>"
+    tok = llm.get_tokenizer()
+    assert tok.decode([1, 1]) == ""
+    assert tok.decode([1, 1], skip_special_tokens=False) == "<s><s>"

@@ -39,7 +39,8 @@ constexpr double kServeMaxItlMs = 200;
 
 int ServeMain(const Args& args) {
   std::string model, host = "127.0.0.1", api_key, preemption = "recompute", policy = "fcfs",
-                     chat_template_file, served_name, prefix_cache = "hash";
+                     chat_template_file, served_name, prefix_cache = "hash", tool_call_parser,
+                     reasoning_parser;
   int64_t port = 8000, max_model_len = 0, max_num_seqs = 64, max_batched = 2048, block_size = 16,
           threads = 0;
   int64_t max_queue = 128, http_threads = 0, long_prefill = 0,
@@ -90,6 +91,12 @@ int ServeMain(const Args& args) {
   p.AddInt("http-threads", &http_threads, "HTTP worker threads (0: max-num-seqs + max-queue + 16)");
   p.AddString("chat-template", &chat_template_file,
               "Jinja2 chat template file overriding the model's");
+  p.AddString("tool-call-parser", &tool_call_parser,
+              "how replies write tool calls: hermes | llama3_json | mistral | deepseek_v3 "
+              "(default: the format the chat template shows, else hermes)");
+  p.AddString("reasoning-parser", &reasoning_parser,
+              "deepseek_r1 | qwen3: <think>...</think> in chat replies becomes reasoning_content "
+              "and constraints apply after it (default: off)");
   p.AddBool("no-webui", &no_webui,
             "no web page at / (the chat playground and KV-cache inspector; its JSON endpoints "
             "/v1/kvforge/kv and /v1/kvforge/history stay)");
@@ -125,6 +132,8 @@ int ServeMain(const Args& args) {
     return 2;
   }
   server::ServerOptions so;
+  so.tool_call_parser = tool_call_parser;
+  so.reasoning_parser = reasoning_parser;
   if (!chat_template_file.empty()) {
     std::ifstream tf(chat_template_file, std::ios::binary);
     if (!tf) {

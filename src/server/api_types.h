@@ -62,9 +62,26 @@ struct ChatInput {
   bool add_generation_prompt = true;
 };
 
+// A function the model may call (OpenAI's tools[i].function).
+struct ToolFunction {
+  std::string name;             // [A-Za-z0-9_-]{1,64}
+  std::string parameters_json;  // a JSON Schema object; empty: any object of arguments
+};
+
+enum class ToolChoiceMode { kAuto, kNone, kRequired, kNamed };
+
+// tools, tool_choice and parallel_tool_calls of a chat request.
+struct ToolRequest {
+  std::vector<ToolFunction> tools;
+  ToolChoiceMode choice = ToolChoiceMode::kAuto;  // OpenAI's default with tools ("none" without)
+  std::string named;                              // kNamed: the function
+  bool parallel = true;                           // parallel_tool_calls
+};
+
 struct ChatRequest {
   GenerationFields gen;
   ChatInput chat;
+  ToolRequest tools;
 };
 
 // POST /tokenize (vLLM): either a prompt or messages.
@@ -98,9 +115,20 @@ struct TokenLogprob {
   std::vector<std::pair<std::string, float>> top;
 };
 
+// One tool call of a chat reply (or of a chunk: `index` counts the choice's calls from 0).
+struct ToolCallOut {
+  int32_t index = 0;
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
 struct Choice {
   int32_t index = 0;
   std::string text;           // completion text, chat message content, or a chunk's delta
+  std::string reasoning;      // chat: reasoning_content (a reasoning parser is on)
+  bool with_reasoning = false;  // write reasoning_content (null when empty) in a full reply
+  std::vector<ToolCallOut> tool_calls;
   std::string finish_reason;  // "stop" | "length"; empty: null (a chunk before the last)
   bool with_logprobs = false;
   std::vector<TokenLogprob> logprobs;

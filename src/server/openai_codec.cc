@@ -15,6 +15,7 @@
 #include "base/strings.h"
 #include "server/json_fields.h"
 #include "server/openai_structured.h"
+#include "server/openai_tools.h"
 
 namespace kvforge::server {
 namespace {
@@ -341,6 +342,8 @@ Status ParseChatInput(const Fields& f, const CodecLimits& limits, std::string* p
     chat->messages.emplace_back(role->get<std::string>(), text);
     normalized.push_back(std::move(copy));
   }
+  NormalizeToolCallArguments(&normalized);
+  if (limits.tool_calls_as_text) WriteToolCallsIntoContent(*limits.tool_calls_as_text, &normalized);
   chat->messages_json = Dump(normalized);
   if (const json* t = f.Get("tools")) {
     if (!t->is_array()) return f.WrongType("tools", "an array", *t);
@@ -447,6 +450,7 @@ Status ParseChatRequest(std::string_view body, const CodecLimits& limits, ChatRe
   KVF_RETURN_IF_ERROR(ParseObject(body, limits.max_depth, &j));
   Fields f(j, param);
   KVF_RETURN_IF_ERROR(ParseChatInput(f, limits, param, &out->chat));
+  KVF_RETURN_IF_ERROR(ParseToolFields(f, &out->tools));
   return ParseGenerationFields(f, limits, true, &out->gen, param);
 }
 
@@ -496,14 +500,34 @@ std::string EncodeCompletion(const GenerationResponse& r) { return EncodeComplet
 
 std::string EncodeCompletionChunk(const GenerationResponse& r) { return EncodeCompletionLike(r); }
 
+json ToolCallsJson(const std::vector<ToolCallOut>& calls, bool with_index) {
+  json out = json::array();
+  for (const ToolCallOut& t : calls) {
+    json call = {{"id", t.id},
+                 {"type", "function"},
+                 {"function", {{"name", t.name}, {"arguments", t.arguments}}}};
+    if (with_index) call["index"] = t.index;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 std::string EncodeChatCompletion(const GenerationResponse& r) {
   json j = Envelope(r, "chat.completion");
   json choices = json::array();
-  for (const Choice& c : r.choices)
+  for (const Choice& c : r.choices) {
+    // With tool calls and no text, content is null (as OpenAI sends it).
+    json message = {{"role", "assistant"},
+                    {"content", c.text.empty() && !c.tool_calls.empty() ? json(nullptr)
+                                                                        : json(c.text)}};
+    if (c.with_reasoning)
+      message["reasoning_content"] = c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
+    if (!c.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(c.tool_calls, false);
     choices.push_back({{"index", c.index},
-                       {"message", {{"role", "assistant"}, {"content", c.text}}},
+                       {"message", std::move(message)},
                        {"logprobs", c.with_logprobs ? ChatLogprobs(c) : json(nullptr)},
                        {"finish_reason", FinishReason(c)}});
+  }
   j["choices"] = std::move(choices);
   AddUsage(r, &j);
   return Dump(j);
@@ -518,7 +542,10 @@ std::string EncodeChatChunk(const GenerationResponse& r) {
       delta["role"] = "assistant";
       delta["content"] = c.text;
     } else if (!c.empty_delta) {
-      delta["content"] = c.text;
+      if (!c.reasoning.empty()) delta["reasoning_content"] = c.reasoning;
+      if (!c.text.empty() || (c.reasoning.empty() && c.tool_calls.empty()))
+        delta["content"] = c.text;
+      if (!c.tool_calls.empty()) delta["tool_calls"] = ToolCallsJson(c.tool_calls, true);
     }
     choices.push_back({{"index", c.index},
                        {"delta", std::move(delta)},

@@ -9,10 +9,12 @@
 // U+FFFD. Thread-safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "chat/tool_calls.h"
 #include "kvforge/status.h"
 #include "server/api_types.h"
 
@@ -26,6 +28,9 @@ struct CodecLimits {
   // Chat message roles accepted beyond the API's (system, developer, user, assistant, tool,
   // function): those the model's chat template names (chat::RolesNamedByTemplate).
   std::vector<std::string> template_roles;
+  // Set when the chat template does not read `tool_calls`: assistant calls in the history are
+  // then written into the content in this format (else the model would never see them).
+  std::optional<chat::ToolCallFormat> tool_calls_as_text;
 };
 
 // Request decoders. On error the Status is kInvalidArgument and *param names the field ("" when

@@ -172,10 +172,6 @@ Status RefuseUnsupportedFields(const Fields& f, bool chat) {
     return f.Fail("service_tier", "'service_tier' must be auto or default");
   if (const json* m = f.Get("modalities"); m != nullptr && *m != json::array({"text"}))
     return f.Fail("modalities", "only 'modalities': [\"text\"] is supported");
-  if (const json* tc = f.Get("tool_choice"); tc != nullptr && *tc != "auto" && *tc != "none")
-    return f.Fail("tool_choice",
-                  "'tool_choice' must be auto or none: required and named tools are not "
-                  "supported yet");
   if (!chat) {
     const json* best = f.Get("best_of");
     const json* n = f.Get("n");

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -20,7 +19,10 @@
 #include "chat/chat_template.h"
 #include "chat/json.h"
 #include "chat/template_roles.h"
+#include "chat/tool_calls.h"
 #include "server/api_types.h"
+#include "server/call.h"
+#include "server/chat_reply.h"
 #include "server/http_transport.h"
 #include "server/inspector.h"
 #include "server/metrics.h"
@@ -34,103 +36,6 @@ namespace kvforge::server {
 namespace {
 
 using base::StrFormat;
-
-// One HTTP generation request: its engine requests (one per prompt) and the outputs the engine
-// thread hands over. Shared by the HTTP worker and the engine callbacks.
-class Call {
- public:
-  struct Event {
-    size_t prompt = 0;
-    RequestOutput out;
-  };
-
-  explicit Call(size_t num_prompts)
-      : ids_(num_prompts, 0),
-        finished_(num_prompts, false),
-        counted_(num_prompts, false),
-        finals_(num_prompts) {}
-
-  // Engine thread.
-  void Push(size_t prompt, const RequestOutput& out) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (out.finished && !finished_[prompt]) {
-      finished_[prompt] = true;
-      ++num_finished_;
-      finals_[prompt] = out;
-    }
-    events_.push_back({prompt, out});
-    cv_.notify_all();
-  }
-  // True the first time it is asked for `prompt` (its prompt tokens are counted once).
-  bool FirstCount(size_t prompt) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (counted_[prompt]) return false;
-    counted_[prompt] = true;
-    return true;
-  }
-
-  // HTTP thread: the next event, or false after `timeout` without one.
-  bool Next(Event* ev, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
-    *ev = std::move(events_.front());
-    events_.pop_front();
-    return true;
-  }
-  // Waits until every prompt's final output arrived (true, *out set) or, sooner, until any
-  // output arrives or `timeout` passes (false): the caller checks on its client in between.
-  bool WaitFinals(std::vector<RequestOutput>* out, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, timeout, [&] { return num_finished_ == ids_.size() || !events_.empty(); });
-    events_.clear();
-    if (num_finished_ != ids_.size()) return false;
-    *out = finals_;
-    return true;
-  }
-
-  // Records a prompt's engine id; when the call was aborted meanwhile, aborts it at once.
-  void SetId(size_t prompt, int64_t id, AsyncEngine* engine) {
-    bool abort = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ids_[prompt] = id;
-      abort = aborted_ && !finished_[prompt];
-    }
-    if (abort) engine->Abort(id);
-  }
-  // Aborts every engine request of the call that has not finished (and any submitted later).
-  void AbortAll(AsyncEngine* engine) {
-    std::vector<int64_t> ids;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      aborted_ = true;
-      for (size_t i = 0; i < ids_.size(); ++i)
-        if (ids_[i] != 0 && !finished_[i]) ids.push_back(ids_[i]);
-    }
-    for (int64_t id : ids) engine->Abort(id);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<int64_t> ids_;           // guarded by mu_; 0: not submitted
-  std::vector<bool> finished_;         // guarded by mu_
-  std::vector<bool> counted_;          // guarded by mu_
-  std::vector<RequestOutput> finals_;  // guarded by mu_
-  size_t num_finished_ = 0;            // guarded by mu_
-  bool aborted_ = false;               // guarded by mu_
-  std::deque<Event> events_;           // guarded by mu_
-};
-
-// Owned by the HTTP side only: when the response (or its stream) is released — finished, client
-// gone, or never sent — whatever still runs is aborted.
-struct AbortOnRelease {
-  std::shared_ptr<Call> call;
-  AsyncEngine* engine = nullptr;
-  ~AbortOnRelease() {
-    if (call) call->AbortAll(engine);
-  }
-};
 
 enum class Kind { kCompletion, kChat };
 
@@ -156,6 +61,7 @@ struct Server::State {
   int64_t vocab_size = 0;
   int64_t seq_limit = 0;
   std::optional<chat::ChatTemplate> tmpl;
+  chat::ToolCallFormat tool_format = chat::ToolCallFormat::kHermes;  // the option's, or the template's
   std::string bos, eos;
   CodecLimits limits;
 
@@ -198,6 +104,16 @@ struct Server::State {
     std::lock_guard<std::mutex> lock(rng_mu);
     return StrFormat("%s%016llx%016llx", prefix, (unsigned long long)rng(),
                      (unsigned long long)rng());
+  }
+
+  std::string NewToolCallId(bool mistral) {
+    std::lock_guard<std::mutex> lock(rng_mu);
+    const uint64_t a = rng(), b = rng();
+    return ToolCallId(mistral, a, b);
+  }
+
+  std::function<std::string()> ToolCallIds(bool mistral) {
+    return [this, mistral] { return NewToolCallId(mistral); };
   }
 
   static HttpResponse Error(const Status& s, const std::string& param = "",
@@ -320,6 +236,7 @@ struct Server::State {
     GenerationFields gen;
     std::vector<std::vector<int32_t>> prompts;
     std::vector<std::string> echo_texts;  // completions with echo
+    std::optional<ReplyPlan> reply;       // chat: read for tool calls and reasoning
     std::function<bool()> client_gone;    // the HTTP request's (may be null)
   };
 
@@ -418,6 +335,7 @@ struct Server::State {
             plan.gen.echo && i < plan.echo_texts.size() ? plan.echo_texts[i] : std::string();
         ch.text = echo + c.text;
         ch.finish_reason = c.finish_reason;
+        if (plan.reply) ReadWholeReply(*plan.reply, ToolCallIds(plan.reply->mistral_ids), c.text, c.finish_reason, &ch);
         if (plan.gen.logprobs >= 0) {
           ch.with_logprobs = true;
           ch.logprobs = Logprobs(c, plan.gen.logprobs);
@@ -462,6 +380,10 @@ struct Server::State {
           chunk(std::move(ch));
         }
       }
+    // Chat replies read for tool calls and reasoning: one parser per choice.
+    std::vector<std::optional<ChoiceReply>> replies(num_prompts * static_cast<size_t>(n));
+    if (plan.reply)
+      for (auto& r : replies) r.emplace(*plan.reply, ToolCallIds(plan.reply->mistral_ids));
     Usage usage;
     size_t finished = 0;
     const auto keepalive = std::chrono::milliseconds(opts.stream_keepalive_ms);
@@ -477,6 +399,11 @@ struct Server::State {
         if (o.delta_text[k].empty()) continue;
         Choice ch;
         ch.index = base + o.outputs[k].index;
+        auto& reply = replies[static_cast<size_t>(ch.index)];
+        if (reply.has_value()) {
+          if (reply->Feed(o.delta_text[k], &ch)) chunk(std::move(ch));
+          continue;
+        }
         ch.text = o.delta_text[k];
         chunk(std::move(ch));
       }
@@ -498,6 +425,13 @@ struct Server::State {
         Choice ch;
         ch.index = base + c.index;
         ch.finish_reason = c.finish_reason;
+        if (plan.reply) {
+          auto& reply = replies[static_cast<size_t>(ch.index)];
+          Choice rest;
+          rest.index = ch.index;
+          if (reply->Finish(&rest)) chunk(std::move(rest));
+          ch.finish_reason = reply->FinishReason(c.finish_reason);
+        }
         ch.empty_delta = true;
         if (plan.gen.logprobs >= 0) {
           // The engine reports log-probabilities with the final output: they ride on the last
@@ -564,6 +498,10 @@ struct Server::State {
     plan.kind = Kind::kChat;
     plan.gen = std::move(cr.gen);
     plan.client_gone = req.client_gone;
+    if (Status s = PlanChatReply(cr.tools, tool_format, !opts.reasoning_parser.empty(), *text,
+                                 &plan.gen.params, &plan.reply, &param);
+        !s.ok())
+      return Error(s, param);
     plan.prompts.push_back(std::move(*ids));
     return Generate(std::move(plan));
   }
@@ -669,7 +607,19 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
   auto tmpl = chat::ChatTemplate::Parse(source);
   if (!tmpl.ok()) return tmpl.error().WithContext("chat template");
   st->tmpl.emplace(std::move(*tmpl));
+  if (!options.tool_call_parser.empty()) {
+    auto format = chat::ToolCallFormatFromName(options.tool_call_parser);
+    if (!format.ok()) return format.status();
+    st->tool_format = *format;
+  } else if (auto shown = chat::DetectToolCallFormat(source)) {
+    st->tool_format = *shown;
+  }
+  if (!options.reasoning_parser.empty() && options.reasoning_parser != "deepseek_r1" &&
+      options.reasoning_parser != "qwen3")
+    return Status::InvalidArgument("unknown reasoning parser '" + options.reasoning_parser +
+                                   "' (expected deepseek_r1 or qwen3)");
   st->limits.template_roles = chat::RolesNamedByTemplate(source);
+  if (source.find("tool_calls") == std::string::npos) st->limits.tool_calls_as_text = st->tool_format;
 
   MetricsRegistry& r = st->reg;
   st->running = r.AddGauge("kvforge_requests_running", "Sequences in the running batch.");

@@ -39,6 +39,12 @@ struct ServerOptions {
   std::string served_model_name;  // the id in /v1/models and "model"; empty: "kvforge"
   std::string chat_template;      // template source overriding the model's; empty: the model's,
                                   // else chat::kDefaultChatTemplate
+  // Tool calls in chat replies: "hermes", "llama3_json", "mistral" or "deepseek_v3" (vLLM's
+  // --tool-call-parser names); empty: the format the chat template shows, else hermes.
+  std::string tool_call_parser;
+  // "deepseek_r1" or "qwen3": <think>...</think> in replies becomes reasoning_content, and
+  // constraints apply after it; empty: replies are read as they are.
+  std::string reasoning_parser;
   size_t max_body_bytes = 4u << 20;
   int64_t max_queue = 128;         // sequences that may wait beyond the engine's max_num_seqs
   int http_threads = 0;            // 0: max_num_seqs + max_queue + 16, within [16, 1024]

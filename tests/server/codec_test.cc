@@ -119,7 +119,7 @@ TEST(CodecTest, ChatMessagesKeepEveryFieldForTheTemplate) {
       ParseChatRequest(
           R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},)"
           R"({"type":"text","text":"b"}],"name":"bob"},{"role":"assistant","content":null,)"
-          R"("tool_calls":[{"id":"1"}]}],"tools":[{"type":"function"}],)"
+          R"("tool_calls":[{"id":"1"}]}],"tools":[{"type":"function","function":{"name":"f"}}],)"
           R"("chat_template_kwargs":{"enable_thinking":false},"add_generation_prompt":false})",
           {}, &r, &param)
           .ok());

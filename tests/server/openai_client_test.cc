@@ -60,6 +60,19 @@ TEST(OpenAiNpmClient, CompletionsAndChatMatchGreedy) {
   EXPECT_EQ(got["chat_stream_completion_tokens"], want_chat.outputs[0].token_ids.size());
   EXPECT_EQ(got["models"], json::array({"stories260K"}));
   EXPECT_EQ(got["error_status"], 400);
+  // The tool-calling flow: a required call parses and validates, its result goes back in the
+  // history, and the client's stream helper reassembles the same call.
+  EXPECT_EQ(got["tool_finish"], "tool_calls") << output;
+  ASSERT_EQ(got["tool_calls"].size(), 1u) << output;
+  EXPECT_EQ(got["tool_calls"][0]["name"], "add");
+  const json args = json::parse(got["tool_calls"][0]["arguments"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(args.is_object()) << output;
+  EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << output;
+  EXPECT_TRUE(got["tool_answer_is_text"].get<bool>()) << output;
+  EXPECT_EQ(got["tool_stream_finish"], "tool_calls") << output;
+  ASSERT_EQ(got["tool_stream_calls"].size(), 1u) << output;
+  EXPECT_EQ(got["tool_stream_calls"][0]["name"], "add");
+  EXPECT_EQ(got["tool_stream_calls"][0]["arguments"], got["tool_calls"][0]["arguments"]);
 }
 
 }  // namespace

@@ -150,7 +150,7 @@ TEST_F(StructuredServerTest, BadRequestsAre400NamingTheField) {
       {Completion({{"guided_json", {{"type", "string"}, {"format", "email"}}}}), "", "email"},
       {Chat({{"response_format", {{"type", "xml"}}}}), "response_format.type", "json_schema"},
       {Chat({{"response_format", {{"type", "json_schema"}}}}), "response_format.json_schema", "json_schema"},
-      {Chat({{"tool_choice", "required"}}), "tool_choice", "not supported"},
+      {Chat({{"tool_choice", "required"}}), "tool_choice", "needs 'tools'"},
       {Chat({{"audio", {{"voice", "x"}}}}), "audio", "not supported"},
       {Chat({{"store", true}}), "store", "store"},
       {Completion({{"suffix", "x"}}), "suffix", "not supported"},

@@ -24,22 +24,14 @@
 namespace kvforge::server::testing {
 namespace {
 
-class RobustnessTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
+class RobustnessTest : public SharedServerTest<RobustnessTest> {
+ public:
+  static ServerOptions Options() {
     ServerOptions o;
     o.max_body_bytes = 64 << 10;
-    h_ = Harness::Start(TestEngineConfig(), o).release();
+    return o;
   }
-  static void TearDownTestSuite() {
-    delete h_;
-    h_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(h_, nullptr); }
-  static const std::string& url() { return h_->url(); }
-  static Harness* h_;
 };
-Harness* RobustnessTest::h_ = nullptr;
 
 struct BadCase {
   const char* path;

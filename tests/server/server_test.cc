@@ -11,18 +11,7 @@
 namespace kvforge::server::testing {
 namespace {
 
-class ServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { h_ = Harness::Start().release(); }
-  static void TearDownTestSuite() {
-    delete h_;
-    h_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(h_, nullptr); }
-  static const std::string& url() { return h_->url(); }
-  static Harness* h_;
-};
-Harness* ServerTest::h_ = nullptr;
+class ServerTest : public SharedServerTest<ServerTest> {};
 
 const char kPrompt[] = "Once upon a time";
 

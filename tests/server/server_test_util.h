@@ -2,6 +2,8 @@
 // TinyStories model, plus small HTTP/SSE/metrics helpers for the server tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -44,6 +46,25 @@ class Harness {
   std::unique_ptr<AsyncEngine> engine_;
   std::unique_ptr<Server> server_;
   std::string url_;
+};
+
+// A suite sharing one server, started before its first test with Suite::Options() (a static
+// member a suite may declare; the default options otherwise) and stopped after its last:
+//   class MyTest : public SharedServerTest<MyTest> {};
+template <typename Suite>
+class SharedServerTest : public ::testing::Test {
+ protected:
+  static ServerOptions Options() { return {}; }
+  static void SetUpTestSuite() {
+    h_ = Harness::Start(TestEngineConfig(), Suite::Options()).release();
+  }
+  static void TearDownTestSuite() {
+    delete h_;
+    h_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(h_, nullptr); }
+  static const std::string& url() { return h_->url(); }
+  static inline Harness* h_ = nullptr;
 };
 
 struct Reply {

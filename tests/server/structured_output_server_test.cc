@@ -13,18 +13,7 @@
 namespace kvforge::server::testing {
 namespace {
 
-class StructuredServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { h_ = Harness::Start().release(); }
-  static void TearDownTestSuite() {
-    delete h_;
-    h_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(h_, nullptr); }
-  static const std::string& url() { return h_->url(); }
-  static Harness* h_;
-};
-Harness* StructuredServerTest::h_ = nullptr;
+class StructuredServerTest : public SharedServerTest<StructuredServerTest> {};
 
 const json kSchema = {{"type", "object"},
                       {"properties",

@@ -93,18 +93,7 @@ StreamedChat Reassemble(const StreamReply& s) {
   return out;
 }
 
-class ToolServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { h_ = Harness::Start().release(); }
-  static void TearDownTestSuite() {
-    delete h_;
-    h_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(h_, nullptr); }
-  static const std::string& url() { return h_->url(); }
-  static Harness* h_;
-};
-Harness* ToolServerTest::h_ = nullptr;
+class ToolServerTest : public SharedServerTest<ToolServerTest> {};
 
 TEST_F(ToolServerTest, RequiredAlwaysGivesOneValidCall) {
   std::set<std::string> names;
@@ -308,21 +297,14 @@ TEST_F(ToolServerTest, BadToolFieldsAre400NamingTheField) {
 }
 
 // A server with a reasoning parser: <think>...</think> becomes reasoning_content.
-class ReasoningServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
+class ReasoningServerTest : public SharedServerTest<ReasoningServerTest> {
+ public:
+  static ServerOptions Options() {
     ServerOptions o;
     o.reasoning_parser = "qwen3";
-    h_ = Harness::Start(TestEngineConfig(), o).release();
+    return o;
   }
-  static void TearDownTestSuite() {
-    delete h_;
-    h_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(h_, nullptr); }
-  static Harness* h_;
 };
-Harness* ReasoningServerTest::h_ = nullptr;
 
 TEST_F(ReasoningServerTest, ReasoningIsApartFromContentStreamingOrNot) {
   // The reply does not open with a <think> token, so the grammar applies from its first token

@@ -218,7 +218,6 @@ class Interpreter {
 
   Flow ExecBody(const Body& body);
   Flow Exec(const Stmt& stmt);
-  void ExecFor(const ForStmt& stmt);
   void RunLoop(const ForStmt& stmt, const Value& iterable, int depth0,
                std::shared_ptr<Frame> outer);
   std::string Capture(const Body& body, std::shared_ptr<Frame> frame);

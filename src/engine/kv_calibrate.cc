@@ -42,8 +42,6 @@ constexpr std::string_view kText =
 
 }  // namespace
 
-std::string_view KvCalibrationText() { return kText; }
-
 bool NeedsKvCalibration(const kvstore::PagedKvCache& kv) {
   const kvstore::KvStoreConfig& sc = kv.store().config();
   if (!kvquant::IsNuq(sc.k_dtype) && !kvquant::IsNuq(sc.v_dtype)) return false;

@@ -30,8 +30,6 @@ class Tokenizer;
 
 namespace kvforge::engine {
 
-std::string_view KvCalibrationText();
-
 // True when `kv` stores a kvquant3 stream whose layers are not calibrated yet.
 bool NeedsKvCalibration(const kvstore::PagedKvCache& kv);
 

@@ -39,16 +39,6 @@ void GgufWriter::SetU32(const std::string& key, uint32_t v) {
   Put(&kv_bytes_, v);
   ++n_kv_;
 }
-void GgufWriter::SetI32(const std::string& key, int32_t v) {
-  PutKey(&kv_bytes_, key, ValueType::kI32);
-  Put(&kv_bytes_, v);
-  ++n_kv_;
-}
-void GgufWriter::SetU64(const std::string& key, uint64_t v) {
-  PutKey(&kv_bytes_, key, ValueType::kU64);
-  Put(&kv_bytes_, v);
-  ++n_kv_;
-}
 void GgufWriter::SetF32(const std::string& key, float v) {
   PutKey(&kv_bytes_, key, ValueType::kF32);
   Put(&kv_bytes_, v);

@@ -18,8 +18,6 @@ class GgufWriter {
   explicit GgufWriter(uint64_t alignment = 32) : alignment_(alignment) {}
 
   void SetU32(const std::string& key, uint32_t v);
-  void SetI32(const std::string& key, int32_t v);
-  void SetU64(const std::string& key, uint64_t v);
   void SetF32(const std::string& key, float v);
   void SetBool(const std::string& key, bool v);
   void SetString(const std::string& key, const std::string& v);

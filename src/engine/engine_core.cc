@@ -1,8 +1,8 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
-#include <limits>
 #include <cmath>
+#include <limits>
 
 #include "assets/default_model.h"
 #include "base/log.h"
@@ -181,8 +181,9 @@ Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt,
   if (params.max_tokens < 1) return Status::InvalidArgument("max_tokens must be at least 1");
   for (const auto& [id, bias] : params.logit_bias)
     if (id >= model_->config().n_vocab)
-      return Status::InvalidArgument(StrFormat("logit_bias: token id %d is outside the vocabulary (%lld)",
-                                               id, (long long)model_->config().n_vocab));
+      return Status::InvalidArgument(
+          StrFormat("logit_bias: token id %d is outside the vocabulary (%lld)", id,
+                    (long long)model_->config().n_vocab));
   if (params.structured_outputs.enabled())
     KVF_RETURN_IF_ERROR(engine::CheckStructuredOutput(params.structured_outputs));
   const KvPolicy kv = params.kv_policy.value_or(cfg_.kv_policy);

@@ -88,9 +88,9 @@ class SequenceGrammar {
   std::shared_ptr<grammar::GrammarMasker> matcher_masker_;
   grammar::GrammarMatcher matcher_;
   Phase phase_ = Phase::kActive;
-  std::string start_, end_;                  // the reasoning markers
-  std::string tail_;                         // kReasoning: the last end_.size() - 1 bytes
-  std::shared_ptr<const GateTokens> gate_;   // set with the markers
+  std::string start_, end_;                 // the reasoning markers
+  std::string tail_;                        // kReasoning: the last end_.size() - 1 bytes
+  std::shared_ptr<const GateTokens> gate_;  // set with the markers
   std::vector<int32_t> end_tokens_;
   grammar::TokenBitset allowed_;    // [vocab bits] scratch
   std::vector<float> ends_logits_;  // [end_tokens_] scratch

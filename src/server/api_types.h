@@ -125,8 +125,8 @@ struct ToolCallOut {
 
 struct Choice {
   int32_t index = 0;
-  std::string text;           // completion text, chat message content, or a chunk's delta
-  std::string reasoning;      // chat: reasoning_content (a reasoning parser is on)
+  std::string text;             // completion text, chat message content, or a chunk's delta
+  std::string reasoning;        // chat: reasoning_content (a reasoning parser is on)
   bool with_reasoning = false;  // write reasoning_content (null when empty) in a full reply
   std::vector<ToolCallOut> tool_calls;
   std::string finish_reason;  // "stop" | "length"; empty: null (a chunk before the last)

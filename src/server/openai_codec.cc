@@ -47,7 +47,6 @@ Status json_fields::ParseObject(std::string_view body, int max_depth, json* out)
   return Status::Ok();
 }
 
-
 namespace {
 
 // "kv_policy": a name ("snapkv", with the budget in "kv_budget") or an object {"name", "budget",
@@ -517,9 +516,9 @@ std::string EncodeChatCompletion(const GenerationResponse& r) {
   json choices = json::array();
   for (const Choice& c : r.choices) {
     // With tool calls and no text, content is null (as OpenAI sends it).
-    json message = {{"role", "assistant"},
-                    {"content", c.text.empty() && !c.tool_calls.empty() ? json(nullptr)
-                                                                        : json(c.text)}};
+    json message = {
+        {"role", "assistant"},
+        {"content", c.text.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.text)}};
     if (c.with_reasoning)
       message["reasoning_content"] = c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
     if (!c.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(c.tool_calls, false);

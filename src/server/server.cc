@@ -61,7 +61,8 @@ struct Server::State {
   int64_t vocab_size = 0;
   int64_t seq_limit = 0;
   std::optional<chat::ChatTemplate> tmpl;
-  chat::ToolCallFormat tool_format = chat::ToolCallFormat::kHermes;  // the option's, or the template's
+  // --tool-call-parser's format, else the one the template shows, else hermes.
+  chat::ToolCallFormat tool_format = chat::ToolCallFormat::kHermes;
   std::string bos, eos;
   CodecLimits limits;
 
@@ -335,7 +336,9 @@ struct Server::State {
             plan.gen.echo && i < plan.echo_texts.size() ? plan.echo_texts[i] : std::string();
         ch.text = echo + c.text;
         ch.finish_reason = c.finish_reason;
-        if (plan.reply) ReadWholeReply(*plan.reply, ToolCallIds(plan.reply->mistral_ids), c.text, c.finish_reason, &ch);
+        if (plan.reply)
+          ReadWholeReply(*plan.reply, ToolCallIds(plan.reply->mistral_ids), c.text, c.finish_reason,
+                         &ch);
         if (plan.gen.logprobs >= 0) {
           ch.with_logprobs = true;
           ch.logprobs = Logprobs(c, plan.gen.logprobs);
@@ -619,7 +622,8 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
     return Status::InvalidArgument("unknown reasoning parser '" + options.reasoning_parser +
                                    "' (expected deepseek_r1 or qwen3)");
   st->limits.template_roles = chat::RolesNamedByTemplate(source);
-  if (source.find("tool_calls") == std::string::npos) st->limits.tool_calls_as_text = st->tool_format;
+  if (source.find("tool_calls") == std::string::npos)
+    st->limits.tool_calls_as_text = st->tool_format;
 
   MetricsRegistry& r = st->reg;
   st->running = r.AddGauge("kvforge_requests_running", "Sequences in the running batch.");

@@ -65,7 +65,8 @@ TEST(OpenAiNpmClient, CompletionsAndChatMatchGreedy) {
   EXPECT_EQ(got["tool_finish"], "tool_calls") << output;
   ASSERT_EQ(got["tool_calls"].size(), 1u) << output;
   EXPECT_EQ(got["tool_calls"][0]["name"], "add");
-  const json args = json::parse(got["tool_calls"][0]["arguments"].get<std::string>(), nullptr, false);
+  const json args =
+      json::parse(got["tool_calls"][0]["arguments"].get<std::string>(), nullptr, false);
   ASSERT_TRUE(args.is_object()) << output;
   EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << output;
   EXPECT_TRUE(got["tool_answer_is_text"].get<bool>()) << output;

@@ -63,10 +63,11 @@ TEST_F(StructuredServerTest, EveryFormConstrainsCompletionsAndChat) {
       ExpectSchemaText(ch.body["choices"][0]["message"]["content"], form.dump());
   }
   const std::regex re("(yes|no)-[0-9]{2}");
-  for (const json& form : {json{{"guided_regex", "(yes|no)-[0-9]{2}"}},
-                           json{{"structured_outputs", {{"regex", "(yes|no)-[0-9]{2}"}}}},
-                           json{{"grammar", "root ::= (\"yes\" | \"no\") \"-\" [0-9]{2}"}},
-                           json{{"guided_grammar", "root ::= (\"yes\" | \"no\") \"-\" [0-9] [0-9]"}}}) {
+  for (const json& form :
+       {json{{"guided_regex", "(yes|no)-[0-9]{2}"}},
+        json{{"structured_outputs", {{"regex", "(yes|no)-[0-9]{2}"}}}},
+        json{{"grammar", "root ::= (\"yes\" | \"no\") \"-\" [0-9]{2}"}},
+        json{{"guided_grammar", "root ::= (\"yes\" | \"no\") \"-\" [0-9] [0-9]"}}}) {
     Reply c = Post(url(), "/v1/completions", Completion(form));
     ASSERT_EQ(c.status, 200) << c.raw;
     EXPECT_TRUE(std::regex_match(c.body["choices"][0]["text"].get<std::string>(), re)) << c.raw;
@@ -133,12 +134,14 @@ TEST_F(StructuredServerTest, BadRequestsAre400NamingTheField) {
        "grammar", "only one"},
       {Completion({{"structured_outputs", {{"regex", "a"}, {"choice", {"b"}}}}}),
        "structured_outputs", "only one"},
-      {Completion({{"structured_outputs", {{"jsn", kSchema}}}}), "structured_outputs.jsn", "unknown"},
+      {Completion({{"structured_outputs", {{"jsn", kSchema}}}}), "structured_outputs.jsn",
+       "unknown"},
       {Completion({{"grammar", "root ::= ("}}), "", "line 1"},
       {Completion({{"guided_regex", "a(?=b)"}}), "", "offset"},
       {Completion({{"guided_json", {{"type", "string"}, {"format", "email"}}}}), "", "email"},
       {Chat({{"response_format", {{"type", "xml"}}}}), "response_format.type", "json_schema"},
-      {Chat({{"response_format", {{"type", "json_schema"}}}}), "response_format.json_schema", "json_schema"},
+      {Chat({{"response_format", {{"type", "json_schema"}}}}), "response_format.json_schema",
+       "json_schema"},
       {Chat({{"tool_choice", "required"}}), "tool_choice", "needs 'tools'"},
       {Chat({{"audio", {{"voice", "x"}}}}), "audio", "not supported"},
       {Chat({{"store", true}}), "store", "store"},
@@ -159,8 +162,11 @@ TEST_F(StructuredServerTest, BadRequestsAre400NamingTheField) {
   }
   // Accepted metadata fields change nothing, and the server still answers.
   Reply ok = Post(url(), "/v1/chat/completions",
-                  Chat({{"user", "u1"}, {"metadata", {{"k", "v"}}}, {"store", false},
-                        {"tool_choice", "none"}, {"service_tier", "auto"}}));
+                  Chat({{"user", "u1"},
+                        {"metadata", {{"k", "v"}}},
+                        {"store", false},
+                        {"tool_choice", "none"},
+                        {"service_tier", "auto"}}));
   EXPECT_EQ(ok.status, 200) << ok.raw;
 }
 

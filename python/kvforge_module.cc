@@ -50,34 +50,23 @@ namespace {
 }
 
 // A request's KV policy from the Python dict {"name", "budget", "sinks", "window", "pool_kernel",
-// "beta", "seed", "heads"} (missing keys keep their defaults); bad values raise ValueError.
+// "beta", "heads"} (read through the option table, SetKvPolicyParam) and "seed" (missing keys
+// keep their defaults); bad values raise ValueError.
 KvPolicy KvPolicyFrom(const py::handle& value) {
   const py::dict d = py::cast<py::dict>(value);
   KvPolicy k;
   for (const auto& [key_obj, v] : d) {
     const std::string key = py::cast<std::string>(key_obj);
-    if (key == "name") {
-      Result<KvPolicyKind> kind = ParseKvPolicyKind(py::cast<std::string>(v));
-      if (!kind.ok()) Raise(kind.error());
-      k.kind = *kind;
-    } else if (key == "budget") {
-      k.budget = py::cast<double>(v);
-    } else if (key == "sinks") {
-      k.sinks = py::cast<int32_t>(v);
-    } else if (key == "window") {
-      k.window = py::cast<int32_t>(v);
-    } else if (key == "pool_kernel") {
-      k.pool_kernel = py::cast<int32_t>(v);
-    } else if (key == "beta") {
-      k.beta = py::cast<float>(v);
-    } else if (key == "seed") {
+    if (key == "seed") {
       k.seed = py::cast<uint64_t>(v);
-    } else if (key == "heads") {
-      Result<KvHeadSelection> h = ParseKvHeadSelection(py::cast<std::string>(v));
-      if (!h.ok()) Raise(h.error());
-      k.heads = *h;
-    } else {
-      throw py::type_error("unknown kv_policy parameter '" + key + "'");
+      continue;
+    }
+    if (py::isinstance<py::bool_>(v))
+      Raise(Status::InvalidArgument("kv_policy " + key + " must not be a bool"));
+    const std::string text = py::cast<std::string>(py::str(v));
+    if (Status s = SetKvPolicyParam(&k, key, text); !s.ok()) {
+      if (s.code() == StatusCode::kNotFound) throw py::type_error(s.message());
+      Raise(s.WithContext("kv_policy"));
     }
   }
   if (Status s = ValidateKvPolicy(k); !s.ok()) Raise(s.WithContext("kv_policy"));
@@ -250,12 +239,25 @@ py::dict StatsDict(const EngineStats& s) {
   return d;
 }
 
+// The configuration engine options (name -> text form) make, through the option table.
+EngineConfig ConfigFromOptions(const std::map<std::string, std::string>& options) {
+  EngineConfig config;
+  for (const auto& [name, text] : options)
+    if (Status s = SetConfigField(&config, name, text); !s.ok()) Raise(s);
+  return config;
+}
+
+py::dict ConfigDict(const EngineConfig& config) {
+  py::dict cfg;
+  for (const ConfigField& f : EngineConfigFields()) cfg[py::str(f.name)] = f.get(config);
+  return cfg;
+}
+
 // An AsyncEngine with a per-request output queue that Python threads drain.
 class Engine {
  public:
-  explicit Engine(const std::map<std::string, std::string>& options) {
-    for (const auto& [name, text] : options)
-      if (Status s = SetConfigField(&config_, name, text); !s.ok()) Raise(s);
+  explicit Engine(const std::map<std::string, std::string>& options)
+      : config_(ConfigFromOptions(options)) {
     Result<std::unique_ptr<AsyncEngine>> e = [&] {
       py::gil_scoped_release release;  // loading and calibration take a while
       return AsyncEngine::Create(config_);
@@ -390,9 +392,7 @@ class Engine {
     d["eos_text"] = engine_->eos_text();
     d["vocab_size"] = engine_->vocab_size();
     d["max_model_len"] = engine_->max_model_len();
-    py::dict cfg;
-    for (const ConfigField& f : EngineConfigFields()) cfg[py::str(f.name)] = f.get(config_);
-    d["config"] = std::move(cfg);
+    d["config"] = ConfigDict(config_);
     return d;
   }
 
@@ -434,6 +434,11 @@ py::list ConfigFields() {
     d["help"] = f.help;
     d["choices"] = f.choices;
     d["default"] = f.get(EngineConfig{});
+    d["group"] = f.group;
+    d["byte_size"] = f.byte_size;
+    d["per_request"] = f.per_request;
+    d["request_key"] = f.request_key;
+    d["flag"] = "--" + ConfigFlagName(f.name);
     out.append(std::move(d));
   }
   return out;
@@ -509,6 +514,12 @@ PYBIND11_MODULE(_kvforge, m) {
       .def("info", &Engine::Info)
       .def("close", &Engine::Close);
   m.def("config_fields", &kvforge::python::ConfigFields);
+  m.def(
+      "resolve_config",
+      [](const std::map<std::string, std::string>& options) {
+        return kvforge::python::ConfigDict(kvforge::python::ConfigFromOptions(options));
+      },
+      py::arg("options"));
   m.def(
       "check_sampling_params",
       [](const py::dict& d) { (void)kvforge::python::ToSamplingParams(d); }, py::arg("params"));

@@ -19,10 +19,11 @@
 #include "base/strings.h"
 #include "bench_common.h"
 #include "engine/kv_options.h"
+#include "engine_flags.h"
 #include "flags.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
-#include "kv_flags.h"
+#include "kvforge/config_names.h"
 #include "kvstore/paged_kv_cache.h"
 #include "model/model.h"
 
@@ -79,28 +80,41 @@ double FmaPeakGflops(kernels::ThreadPool& pool) {
   return best;
 }
 
-// --mla-attention: the form the bench's deepseek2 forward passes run (the engine sets it the same
-// way from EngineConfig::mla_attention).
-Status ApplyMlaFlag(const KvFlags& kv, model::Model& m) {
-  EngineConfig choice;
-  KVF_RETURN_IF_ERROR(ApplyKvFlags(kv, &choice));
-  m.SetMlaAttention(static_cast<model::MlaAttention>(choice.mla_attention));
-  return Status::Ok();
-}
-
-// A paged cache for `seqs` sequences of `tokens` tokens with the dtype flags' choice.
+// A paged cache for `seqs` sequences of `tokens` tokens with the engine flags' KV dtype choice.
 Result<std::unique_ptr<kvstore::PagedKvCache>> MakeBenchCache(const model::ModelConfig& c,
-                                                              const KvFlags& kv, bool kv_f32,
-                                                              int64_t block, int64_t tokens,
-                                                              int64_t seqs) {
-  EngineConfig choice;
-  KVF_RETURN_IF_ERROR(ApplyKvFlags(kv, &choice));
-  choice.kv_f16 = !kv_f32;
-  choice.block_size = static_cast<int32_t>(block);
+                                                              const EngineConfig& choice,
+                                                              int64_t tokens, int64_t seqs) {
   KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc, engine::MakeKvCacheConfig(c, choice));
   const int64_t bt = kc.store.block_tokens;
   kc.store.num_blocks = seqs * ((tokens + bt - 1) / bt);
   return kvstore::PagedKvCache::Create(kc);
+}
+
+// The engine fields the forward-pass benchmarks use (they run the model and a paged cache
+// directly, with no scheduler, prefix cache or tiers).
+const std::vector<std::string_view> kForwardBenchFields = {"model",
+                                                           "threads",
+                                                           "mlock",
+                                                           "block_size",
+                                                           "kv_cache_dtype",
+                                                           "kv_cache_dtype_k",
+                                                           "kv_cache_dtype_v",
+                                                           "kv_f16",
+                                                           "kv_scales_per_head",
+                                                           "kivi_residual_tokens",
+                                                           "kivi_eager",
+                                                           "kvquant_post_rope_keys",
+                                                           "kv_turbo_qjl",
+                                                           "mla_attention"};
+
+// Loads the model for a forward-pass benchmark with the engine flags' MLA form and mlock.
+Result<std::unique_ptr<model::Model>> LoadForwardBenchModel(const EngineConfig& cfg) {
+  KVF_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m, LoadBenchModel(cfg.model));
+  m->SetMlaAttention(static_cast<model::MlaAttention>(cfg.mla_attention));
+  if (cfg.mlock)
+    if (Status s = m->LockWeights(); !s.ok())
+      std::fprintf(stderr, "kvforge: warning: %s\n", s.message().c_str());
+  return m;
 }
 
 // Writes `depth` rows of N(0, 1) keys and values into every layer of sequence 0 (the --fill
@@ -179,22 +193,16 @@ int CompareSparseDecode(const DecodeStep& step, int64_t depth, int64_t n_gen, in
 }  // namespace
 
 int LatencyMain(const Args& args) {
-  std::string model;
-  int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 3, threads = 0, block = 16, seed = 1;
-  bool json = false, kv_f32 = false, no_bandwidth = false, mlock = false, compare = false;
+  int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 3, seed = 1;
+  bool json = false, no_bandwidth = false, compare = false;
+  EngineConfig cfg;
   FlagParser p("bench latency",
                "llama-bench style prompt processing (pp) and generation (tg) speed.");
-  p.AddString("model", &model, "GGUF model (default: the embedded model)");
   p.AddInt("n-prompt", &n_prompt, "pp test prompt tokens (0 = skip), llama-bench -p");
   p.AddInt("n-gen", &n_gen, "tg test generated tokens (0 = skip), llama-bench -n");
   p.AddInt("depth", &depth, "tokens already in the cache before each test, llama-bench -d");
   p.AddInt("repetitions", &reps, "repetitions, llama-bench -r");
-  p.AddInt("threads", &threads, "compute threads (0 = cores)");
-  p.AddInt("block-size", &block, "KV block tokens");
   p.AddInt("seed", &seed, "token seed");
-  p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
-  KvFlags kv;
-  AddKvFlags(p, &kv);
   std::string also, fill = "prefill";
   p.AddString("fill", &fill,
               "how the depth is filled: prefill (forward passes, as llama-bench -d) | random "
@@ -209,26 +217,27 @@ int LatencyMain(const Args& args) {
   p.AddBool("no-bandwidth", &no_bandwidth, "skip the STREAM triad");
   bool no_peak = false;
   p.AddBool("no-peak", &no_peak, "skip the FMA peak measurement (pp's fraction of it)");
-  p.AddBool("mlock", &mlock, "pin the weights in RAM (llama-bench --mlock)");
   p.AddBool("json", &json, "print a JSON object");
+  AddEngineFlags(p, &cfg);
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
+  std::vector<std::string_view> used = kForwardBenchFields;
+  for (const ConfigField& f : EngineConfigFields())
+    if (f.per_request) used.push_back(f.name);  // --kv-policy quest|nsa: sparse decode
+  if (Status s = RefuseUnusedEngineFields(cfg, used, "bench latency"); !s.ok())
+    return BadFlagValue(s);
   if (fill != "prefill" && fill != "random") {
     std::fprintf(stderr, "kvforge: --fill must be prefill or random\n");
     return 2;
   }
-  if (n_prompt < 0 || n_gen < 0 || depth < 0 || reps <= 0 || threads < 0 || block <= 0) {
+  if (n_prompt < 0 || n_gen < 0 || depth < 0 || reps <= 0) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
-  auto m = LoadBenchModel(model);
+  auto m = LoadForwardBenchModel(cfg);
   if (!m.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
     return 1;
   }
-  if (Status s = ApplyMlaFlag(kv, **m); !s.ok()) return BadFlagValue(s);
-  if (mlock)
-    if (Status s = (*m)->LockWeights(); !s.ok())
-      std::fprintf(stderr, "kvforge: warning: %s\n", s.message().c_str());
   const model::ModelConfig& c = (*m)->config();
   if (compare && (n_gen == 0 || n_prompt != 0)) {
     std::fprintf(stderr,
@@ -254,19 +263,19 @@ int LatencyMain(const Args& args) {
   // Compare mode: every mode (dense + each policy) decodes n_gen fresh positions per round.
   const int64_t modes = 2 + static_cast<int64_t>(also_kinds.size());
   const int64_t total = compare ? depth + modes * reps * n_gen : depth + std::max(n_prompt, n_gen);
-  auto cache = MakeBenchCache(c, kv, kv_f32, block, total, 1);
+  auto cache = MakeBenchCache(c, cfg, total, 1);
   if (!cache.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
     return 1;
   }
-  kernels::ThreadPool pool(static_cast<int>(threads));
+  kernels::ThreadPool pool(cfg.threads);
   model::Workspace ws;
   std::vector<float> logits;
   std::mt19937 rng(static_cast<uint32_t>(seed));
   auto tok = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab)); };
   // Sparse decode (--kv-policy quest|nsa): generated tokens read the blocks the policy selects.
-  EngineConfig policy_choice;
-  if (Status s = ApplyKvFlags(kv, &policy_choice); !s.ok()) return BadFlagValue(s);
+  const EngineConfig& policy_choice = cfg;
+  if (Status s = ValidateKvPolicy(cfg.kv_policy); !s.ok()) return BadFlagValue(s);
   const int64_t budget_tokens =
       policy_choice.kv_policy.budget >= 1
           ? static_cast<int64_t>(policy_choice.kv_policy.budget)
@@ -431,22 +440,20 @@ namespace kvforge::cli {
 // prompt, then all decode G tokens together (one token per sequence per forward step).
 // Reports S_PP (prompt tokens/s) and S_TG (aggregate generated tokens/s) per B.
 int BatchedMain(const Args& args) {
-  std::string model, batches = "1,4,16,64";
-  int64_t n_prompt = 128, n_gen = 64, threads = 0, block = 16, seed = 1;
-  bool json = false, kv_f32 = false;
+  std::string batches = "1,4,16,64";
+  int64_t n_prompt = 128, n_gen = 64, seed = 1;
+  bool json = false;
+  EngineConfig cfg;
   FlagParser p("bench batched", "Batched decode throughput as llama-batched-bench measures it.");
-  p.AddString("model", &model, "GGUF model (default: the embedded model)");
   p.AddInt("n-prompt", &n_prompt, "prompt tokens per sequence");
   p.AddInt("n-gen", &n_gen, "generated tokens per sequence");
   p.AddString("batches", &batches, "comma-separated numbers of concurrent sequences");
-  p.AddInt("threads", &threads, "compute threads (0 = cores)");
-  p.AddInt("block-size", &block, "KV block tokens");
   p.AddInt("seed", &seed, "token seed");
-  p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
-  KvFlags kv;
-  AddKvFlags(p, &kv);
   p.AddBool("json", &json, "print a JSON object");
+  AddEngineFlags(p, &cfg);
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
+  if (Status s = RefuseUnusedEngineFields(cfg, kForwardBenchFields, "bench batched"); !s.ok())
+    return BadFlagValue(s);
   std::vector<int64_t> bs;
   for (const auto& s : base::StrSplit(batches, ',')) {
     char* end = nullptr;
@@ -457,18 +464,17 @@ int BatchedMain(const Args& args) {
     }
     bs.push_back(v);
   }
-  if (n_prompt <= 0 || n_gen <= 0 || threads < 0 || block <= 0) {
+  if (n_prompt <= 0 || n_gen <= 0) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
-  auto m = LoadBenchModel(model);
+  auto m = LoadForwardBenchModel(cfg);
   if (!m.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", m.error().message().c_str());
     return 1;
   }
-  if (Status s = ApplyMlaFlag(kv, **m); !s.ok()) return BadFlagValue(s);
   const model::ModelConfig& c = (*m)->config();
-  kernels::ThreadPool pool(static_cast<int>(threads));
+  kernels::ThreadPool pool(cfg.threads);
   model::Workspace ws;
   std::vector<float> logits;
   std::mt19937 rng(static_cast<uint32_t>(seed));
@@ -476,7 +482,7 @@ int BatchedMain(const Args& args) {
   if (!json) std::printf("%6s %8s %8s %12s %12s\n", "B", "PP", "TG", "S_PP t/s", "S_TG t/s");
   for (size_t bi = 0; bi < bs.size(); ++bi) {
     const int64_t B = bs[bi];
-    auto cache = MakeBenchCache(c, kv, kv_f32, block, n_prompt + n_gen, B);
+    auto cache = MakeBenchCache(c, cfg, n_prompt + n_gen, B);
     if (!cache.ok()) {
       std::fprintf(stderr, "kvforge: %s\n", cache.error().message().c_str());
       return 1;

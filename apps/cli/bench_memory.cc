@@ -14,7 +14,7 @@
 #include "base/strings.h"
 #include "bench_common.h"
 #include "engine/llm_internal.h"
-#include "flags.h"
+#include "engine_flags.h"
 #include "kvforge/llm.h"
 
 namespace kvforge::cli {
@@ -54,33 +54,23 @@ Result<MemResult> Run(const EngineConfig& cfg, const std::vector<std::vector<int
 }  // namespace
 
 int MemoryMain(const Args& args) {
-  std::string model, kv_mem = "0";
-  int64_t num_prompts = 32, n = 4, beam = 4, seed = 1, threads = 0, max_len = 1024, block = 16;
+  int64_t num_prompts = 32, n = 4, beam = 4, seed = 1;
   bool json = false;
+  EngineConfig cfg;
+  cfg.max_model_len = 1024;  // the contiguous baseline reserves this per sequence
   FlagParser p("bench memory",
                "KV memory utilization (paged vs contiguous) and savings from block sharing\n"
                "(parallel sampling, beam search). Greedy/seeded, deterministic workloads.");
-  p.AddString("model", &model, "GGUF model (default: the embedded model)");
   p.AddInt("num-prompts", &num_prompts, "requests per experiment");
   p.AddInt("n", &n, "parallel samples per prompt for the sharing experiment");
   p.AddInt("beam-width", &beam, "beams for the beam-search experiment");
-  p.AddInt("max-model-len", &max_len,
-           "context length (the contiguous baseline reserves this per sequence)");
-  p.AddInt("block-size", &block, "KV block tokens");
-  p.AddString("kv-cache-memory", &kv_mem, "KV budget (0 = 16 full contexts)");
   p.AddInt("seed", &seed, "workload seed");
-  p.AddInt("threads", &threads, "compute threads");
   p.AddBool("json", &json, "print a JSON object");
+  AddEngineFlags(p, &cfg);
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
-  EngineConfig cfg;
-  cfg.model = model;
-  cfg.threads = static_cast<int>(threads);
-  cfg.max_model_len = max_len;
-  cfg.block_size = static_cast<int32_t>(block);
-  cfg.max_num_seqs = 64;
-  uint64_t budget = 0;
-  if (!base::ParseByteSize(kv_mem, &budget) || num_prompts <= 0 || n <= 0 || beam <= 1 ||
-      max_len <= 32 || block <= 0) {
+  const int64_t max_len = cfg.max_model_len;
+  const uint64_t budget = cfg.kv_cache_memory_bytes;  // 0: 16 full contexts
+  if (num_prompts <= 0 || n <= 0 || beam <= 1 || max_len <= 32) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }

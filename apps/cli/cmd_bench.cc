@@ -13,8 +13,8 @@
 #include "bench_workload.h"
 #include "commands.h"
 #include "engine/llm_internal.h"
+#include "engine_flags.h"
 #include "flags.h"
-#include "kv_flags.h"
 #include "kvforge/config_names.h"
 #include "kvforge/llm.h"
 
@@ -106,8 +106,8 @@ enum class Chunking { kConfig, kOff, kTokenBudget, kDecodePriority };
 
 struct RunSpec {
   std::string label;     // printed / JSON key
-  std::string batching;  // static | continuous
-  std::string prefix;    // off | hash | radix
+  std::string batching;  // static | continuous ("": as the engine flags say)
+  std::string prefix;    // off | hash | radix ("": as the engine flags say)
   bool full_kv = false;  // ignore the configured KV policy (the baseline of --compare-kv-policy)
   Chunking chunking = Chunking::kConfig;
 };
@@ -121,10 +121,12 @@ void ApplyChunking(Chunking c, double itl_target_ms, EngineConfig* cfg) {
 Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSpec& spec,
                                        const Workload& w, bool progress) {
   EngineConfig cfg = base_cfg;
-  KVF_RETURN_IF_ERROR(SetConfigField(&cfg, "batching", spec.batching));
-  cfg.enable_prefix_caching = spec.prefix != "off";
-  if (cfg.enable_prefix_caching)
-    KVF_RETURN_IF_ERROR(SetConfigField(&cfg, "prefix_cache_mode", spec.prefix));
+  if (!spec.batching.empty()) KVF_RETURN_IF_ERROR(SetConfigField(&cfg, "batching", spec.batching));
+  if (!spec.prefix.empty()) {
+    cfg.enable_prefix_caching = spec.prefix != "off";
+    if (cfg.enable_prefix_caching)
+      KVF_RETURN_IF_ERROR(SetConfigField(&cfg, "prefix_cache_mode", spec.prefix));
+  }
   if (spec.full_kv) cfg.kv_policy = KvPolicy{};
   ApplyChunking(spec.chunking, base_cfg.max_itl_ms, &cfg);
   LLM llm(cfg);
@@ -262,15 +264,12 @@ void PrintChunkingComparison(const std::vector<ThroughputResult>& runs, double m
 }
 
 int ThroughputMain(const Args& args) {
-  std::string model, workload = "sharegpt", batching = "continuous", plot, kv_mem,
-                     preempt = "recompute", prefix = "hash";
-  int64_t num_prompts = 64, input_len = 128, output_len = 128, seed = 1, threads = 0,
-          max_num_seqs = 64, max_batched = 2048, block_size = 16, max_len = 0, prefix_len = 400,
-          turns = 4, long_prefill = 0, min_prefill_chunk = EngineConfig{}.min_prefill_chunk;
-  double max_itl_ms = EngineConfig{}.max_itl_ms;
-  bool json = false, compare = false, no_progress = false, contiguous = false, compare_kv = false,
-       compare_chunking = false;
-  KvFlags kv;
+  std::string workload = "sharegpt", plot;
+  int64_t num_prompts = 64, input_len = 128, output_len = 128, seed = 1, prefix_len = 400,
+          turns = 4;
+  bool json = false, compare = false, no_progress = false, compare_kv = false,
+       compare_chunking = false, prefix_all = false;
+  EngineConfig cfg;
   FlagParser p(
       "bench throughput",
       "Offline throughput on a seeded synthetic workload: every conversation's first request is\n"
@@ -278,7 +277,7 @@ int ThroughputMain(const Args& args) {
       "finish (greedy, ignore_eos, each request's own output length). --compare runs static and\n"
       "continuous batching on the same workload in one process; --prefix-cache all runs caching\n"
       "off, hash and radix and prints the ratios.");
-  p.AddString("model", &model, "GGUF model (default: the embedded model)");
+  p.Section("workload");
   p.AddString("workload", &workload,
               "sharegpt (log-normal lengths) | fixed | shared-prefix | multi-turn | few-shot");
   p.AddInt("num-prompts", &num_prompts, "requests (conversations for multi-turn)");
@@ -289,75 +288,43 @@ int ThroughputMain(const Args& args) {
   p.AddInt("prefix-len", &prefix_len, "shared-prefix: tokens of the common prefix");
   p.AddInt("turns", &turns, "multi-turn: turns per conversation");
   p.AddInt("seed", &seed, "workload seed");
-  p.AddString("batching", &batching, "continuous | static");
   p.AddBool("compare", &compare, "run static and continuous, print both and the ratio");
-  p.AddString("prefix-cache", &prefix, "off | hash | radix | all (run the three, print ratios)");
-  p.AddInt("threads", &threads, "compute threads (0 = cores)");
-  p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step");
-  p.AddInt("max-num-batched-tokens", &max_batched, "tokens per step");
-  p.AddInt("long-prefill-token-threshold", &long_prefill,
-           "largest prefill chunk per step (0 = the token budget); bounds decode ITL");
-  p.AddFloat("max-itl-ms", &max_itl_ms,
-             "decode-priority chunking: cut a step's prefill so the step's predicted time stays "
-             "within this many ms while sequences decode (0 = off)");
-  p.AddInt("min-prefill-chunk", &min_prefill_chunk,
-           "decode-priority chunking: most prefill tokens a step with decodes always carries "
-           "(fewer when they would add over a quarter of --max-itl-ms)");
+  p.AddCustom({"prefix-cache", "off|hash|radix|all",
+               "prefix caching off, hash or radix; all: run the three, print the ratios", "hash",
+               "", false},
+              [&](const std::string& v) -> Status {
+                prefix_all = v == "all";
+                if (prefix_all) return Status::Ok();
+                cfg.enable_prefix_caching = v != "off";
+                if (!cfg.enable_prefix_caching) return Status::Ok();
+                return SetConfigField(&cfg, "prefix_cache_mode", v).WithContext("--prefix-cache");
+              });
   p.AddBool("compare-chunking", &compare_chunking,
             "run prefill unchunked, chunked by the token budget, and decode-priority chunked "
             "(--max-itl-ms), alternated twice; print each mode's mean and the ratios");
-  p.AddInt("block-size", &block_size, "KV block tokens");
-  p.AddInt("max-model-len", &max_len, "context length (0 = model's, capped at 8192)");
-  p.AddString("kv-cache-memory", &kv_mem,
-              "KV pool budget, e.g. 512MiB (default: max-num-seqs/4 contexts)");
-  p.AddAlias("kv-cache-memory-bytes", "kv-cache-memory");
-  p.AddString("preemption", &preempt, "recompute | swap");
-  p.AddAlias("preemption-mode", "preemption");
-  p.AddBool("contiguous-kv", &contiguous, "baseline: reserve max-model-len slots per sequence");
-  AddKvFlags(p, &kv);
-  AddOffloadFlags(p, &kv);
   p.AddBool("compare-kv-policy", &compare_kv,
             "run full KV and --kv-policy on the same workload (full, policy, full, policy), print "
             "the ratio of each mode's mean throughput and the most running sequences");
   p.AddBool("json", &json, "print a JSON summary");
   p.AddString("plot", &plot, "draw the results to FILE.png or FILE.svg with gnuplot");
   p.AddBool("no-progress", &no_progress, "no progress bar");
+  AddEngineFlags(p, &cfg);
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
-  if (num_prompts <= 0 || input_len <= 0 || output_len <= 0 || threads < 0 || max_num_seqs <= 0 ||
-      max_batched <= 0 || block_size <= 0 || max_len < 0 || prefix_len <= 0 || turns <= 0 ||
-      long_prefill < 0 || min_prefill_chunk < 1 || !(max_itl_ms >= 0) ||
-      !std::isfinite(max_itl_ms) ||
-      (compare_chunking && (compare || compare_kv || prefix == "all" || max_itl_ms <= 0)) ||
-      !IsWorkloadKind(workload) || (batching != "static" && batching != "continuous") ||
-      (prefix != "off" && prefix != "hash" && prefix != "radix" && prefix != "all") ||
-      (compare && prefix == "all")) {
+  const double max_itl_ms = cfg.max_itl_ms;
+  if (num_prompts <= 0 || input_len <= 0 || output_len <= 0 || prefix_len <= 0 || turns <= 0 ||
+      (compare_chunking && (compare || compare_kv || prefix_all || max_itl_ms <= 0)) ||
+      !IsWorkloadKind(workload) || (compare && prefix_all)) {
     std::fprintf(stderr, "kvforge: bad value (see --help)\n");
     return 2;
   }
-  EngineConfig cfg;
-  if (Status s = ApplyKvFlags(kv, &cfg); !s.ok()) return BadFlagValue(s);
-  if (compare_kv && (!cfg.kv_policy.enabled() || compare || prefix == "all")) {
+  if (compare_kv && (!cfg.kv_policy.enabled() || compare || prefix_all)) {
     std::fprintf(stderr,
                  "kvforge: --compare-kv-policy needs --kv-policy, without --compare or "
                  "--prefix-cache all\n");
     return 2;
   }
-  cfg.model = model;
-  cfg.threads = static_cast<int>(threads);
-  cfg.max_num_seqs = max_num_seqs;
-  cfg.max_num_batched_tokens = max_batched;
-  cfg.long_prefill_token_threshold = long_prefill;
-  cfg.max_itl_ms = max_itl_ms;
-  cfg.min_prefill_chunk = min_prefill_chunk;
-  cfg.block_size = static_cast<int32_t>(block_size);
-  cfg.max_model_len = max_len;
-  if (Status s = SetConfigField(&cfg, "preemption_mode", preempt); !s.ok())
-    return BadFlagValue(s.WithContext("--preemption"));
-  cfg.contiguous_kv = contiguous;
-  if (!kv_mem.empty() && !base::ParseByteSize(kv_mem, &cfg.kv_cache_memory_bytes)) {
-    std::fprintf(stderr, "kvforge: --kv-cache-memory: not a byte size: '%s'\n", kv_mem.c_str());
-    return 2;
-  }
+  const std::string batching = ConfigName(cfg.batching);
+  const std::string prefix = prefix_all ? "all" : "";
   // Model facts for the workload (vocabulary, context) come from a throwaway core.
   int64_t ctx = 0, vocab = 0;
   {
@@ -516,9 +483,7 @@ int BenchMain(const Args& args) {
   if (args[0] == "latency") return LatencyMain(rest);
   if (args[0] == "memory") return MemoryMain(rest);
   if (args[0] == "batched") return BatchedMain(rest);
-#ifdef KVF_HAVE_SERVER
   if (args[0] == "serve") return BenchServeMain(rest);
-#endif
   std::fprintf(stderr,
                "kvforge: unknown bench '%s' (throughput, latency, batched, memory, serve)\n",
                args[0].c_str());

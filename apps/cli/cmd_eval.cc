@@ -4,43 +4,38 @@
 
 #include "base/strings.h"
 #include "commands.h"
+#include "engine_flags.h"
 #include "eval_common.h"
 #include "flags.h"
-#include "kv_flags.h"
 #include "kvforge/engine.h"
 
 namespace kvforge::cli {
 namespace {
 
 int PplMain(const Args& args) {
-  std::string model, text_path;
-  int64_t ctx = 512, chunks = -1, threads = 0;
-  bool json = false, kv_f32 = false;
+  std::string text_path;
+  int64_t ctx = 512, chunks = -1;
+  bool json = false;
+  EngineConfig eo;
   FlagParser p(
       "eval ppl",
       "Perplexity as llama-perplexity computes it: the text tokenized once (with BOS),\n"
       "split into chunks of --ctx tokens, each chunk's first token replaced by BOS, the\n"
       "second half of each chunk scored. Prints the running value per chunk and the final PPL.");
-  p.AddString("model", &model, "GGUF model path (default: the embedded model)");
   p.AddString("text", &text_path, "UTF-8 text file");
-  p.AddInt("ctx", &ctx, "tokens per chunk");
+  p.AddInt("ctx", &ctx, "tokens per chunk (also the engine's max_model_len)");
   p.AddInt("chunks", &chunks, "at most this many chunks (-1 = all)");
-  p.AddInt("threads", &threads, "compute threads (0 = one per core)");
-  p.AddBool("kv-f32", &kv_f32, "f32 KV cache instead of f16");
-  KvFlags kv;
-  AddKvFlags(p, &kv);
   p.AddBool("json", &json, "print a JSON object");
+  AddEngineFlags(p, &eo);
   p.Require("text");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
-  if (ctx < 8 || ctx > 1 << 20 || chunks < -1 || threads < 0) {
-    std::fprintf(stderr, "kvforge: --ctx must be 8..1048576, --chunks >= -1, --threads >= 0\n");
+  if (ctx < 8 || ctx > 1 << 20 || chunks < -1) {
+    std::fprintf(stderr, "kvforge: --ctx must be 8..1048576, --chunks >= -1\n");
     return 2;
   }
   std::string text;
   if (!ReadEvalText(text_path, &text)) return 1;
-  EngineConfig eo;
-  eo.kv_f16 = !kv_f32;
-  if (int rc = EvalEngineConfig(model, threads, ctx, kv, &eo); rc != 0) return rc;
+  if (!p.Given("max-model-len")) eo.max_model_len = ctx;
   if (eo.kv_policy.enabled()) {
     // Teacher-forced chunks attend before any eviction could happen: the number would not move.
     std::fprintf(stderr,

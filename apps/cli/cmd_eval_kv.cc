@@ -7,10 +7,10 @@
 #include "base/strings.h"
 #include "bench_common.h"
 #include "commands.h"
+#include "engine_flags.h"
 #include "eval_common.h"
 #include "flags.h"
 #include "kv_eval.h"
-#include "kv_flags.h"
 #include "kvforge/config_names.h"
 #include "kvforge/engine.h"
 
@@ -33,29 +33,41 @@ std::string RegimeJson(const RegimeStats& r) {
       r.name.c_str(), r.Ppl(), r.BasePpl(), r.KlMean(), r.KlP99(), r.Top1(), (long long)r.tokens);
 }
 
-bool AnyKivi(const KvFlags& f) {
-  for (const std::string* s : {&f.dtype, &f.k_dtype, &f.v_dtype})
-    if (s->rfind("kivi", 0) == 0) return true;
+bool AnyKivi(const EngineConfig& c) {
+  for (KvCacheDtype d : {c.kv_cache_dtype, c.kv_cache_dtype_k, c.kv_cache_dtype_v})
+    if (d == KvCacheDtype::kKivi2 || d == KvCacheDtype::kKivi4) return true;
   return false;
+}
+
+// The reference engine: the tested one's settings with every KV-dtype and eviction field at its
+// default (the option table's groups say which), then the baseline dtype.
+Result<EngineConfig> BaselineConfig(const EngineConfig& test, const std::string& dtype) {
+  EngineConfig base = test;
+  const EngineConfig defaults;
+  for (const ConfigField& f : EngineConfigFields())
+    if (f.group == "KV dtype" || f.per_request) KVF_RETURN_IF_ERROR(f.set(base, f.get(defaults)));
+  KVF_RETURN_IF_ERROR(
+      SetConfigField(&base, "kv_cache_dtype", dtype).WithContext("--baseline-dtype"));
+  base.kivi_residual_tokens = test.kivi_residual_tokens;
+  base.mla_attention = test.mla_attention;
+  return base;
 }
 
 }  // namespace
 
 int EvalKvMain(const Args& args) {
-  std::string model, text_path, baseline = "f32", save_scales;
-  int64_t ctx = 256, chunks = 4, threads = 0, kivi_residual = 128, cont = 0;
+  std::string text_path, baseline = "f32", save_scales;
+  int64_t ctx = 256, chunks = 4, cont = 0;
   int64_t prompts = 8, prompt_tokens = 16, gen_tokens = 32;
-  bool json = false, post_rope = false;
-  KvFlags kv;
+  bool json = false;
+  EngineConfig test_o;
   FlagParser p(
       "eval kv",
       "KV-cache quantization quality against an f32 KV cache (kv-methods.md Part E): perplexity,\n"
       "KL divergence of the next-token distribution (mean, p99) and top-1 agreement in three\n"
       "regimes (teacher_forced, streaming, compress_continue), plus greedy-continuation\n"
       "agreement on prompts cut from the text and the cache's bytes per token.");
-  p.AddString("model", &model, "GGUF model path (default: the embedded model)");
   p.AddString("text", &text_path, "UTF-8 text file");
-  AddKvFlags(p, &kv);
   p.AddString("baseline-dtype", &baseline, "KV dtype of the reference engine");
   p.AddString("save-kv-scales", &save_scales,
               "after the run, write the tested cache's FP8 scales or kvquant3 calibration to "
@@ -63,19 +75,16 @@ int EvalKvMain(const Args& args) {
   p.AddInt("ctx", &ctx, "tokens per chunk");
   p.AddInt("chunks", &chunks, "chunks of the text to score");
   p.AddInt("continue-tokens", &cont, "compress_continue: continuation tokens M (0 = ctx/4)");
-  p.AddInt("kivi-residual", &kivi_residual, "KIVI: newest tokens kept in f16 (R)");
   p.AddInt("prompts", &prompts, "greedy agreement: prompts");
   p.AddInt("prompt-tokens", &prompt_tokens, "greedy agreement: tokens per prompt");
   p.AddInt("gen-tokens", &gen_tokens, "greedy agreement: tokens generated per prompt");
-  p.AddInt("threads", &threads, "compute threads (0 = one per core)");
   p.AddBool("json", &json, "print a JSON object");
-  p.AddBool("kvquant-post-rope", &post_rope,
-            "kvquant3 ablation: quantize keys after RoPE instead of before (KVQuant's choice)");
+  AddEngineFlags(p, &test_o);
   p.Require("text");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (cont == 0) cont = ctx / 4;
-  if (ctx < 16 || ctx > (1 << 20) || chunks < 1 || threads < 0 || cont < 2 || cont >= ctx - 1 ||
-      prompts < 0 || prompt_tokens < 1 || gen_tokens < 1 || prompt_tokens + gen_tokens > ctx) {
+  if (ctx < 16 || ctx > (1 << 20) || chunks < 1 || cont < 2 || cont >= ctx - 1 || prompts < 0 ||
+      prompt_tokens < 1 || gen_tokens < 1 || prompt_tokens + gen_tokens > ctx) {
     std::fprintf(stderr,
                  "kvforge: need --ctx >= 16, --chunks >= 1, 2 <= --continue-tokens < ctx - 1, "
                  "--prompt-tokens + --gen-tokens <= ctx\n");
@@ -84,31 +93,23 @@ int EvalKvMain(const Args& args) {
   std::string text;
   if (!ReadEvalText(text_path, &text)) return 1;
 
-  EngineConfig eo;
-  eo.model = model;
-  eo.threads = static_cast<int>(threads);
-  eo.max_model_len = ctx;
-  eo.kivi_residual_tokens = kivi_residual;
+  test_o.max_model_len = ctx;
   // FP8 calibration must see the chunk, not a greedy prompt: each engine calibrates on its own
   // first forward, which is the first chunk.
-  EngineConfig base_o = eo;
-  if (Status s = SetConfigField(&base_o, "kv_cache_dtype", baseline); !s.ok())
-    return BadFlagValue(s.WithContext("--baseline-dtype"));
-  EngineConfig test_o = eo;
-  if (Status s = ApplyKvFlags(kv, &test_o); !s.ok()) return BadFlagValue(s);
-  test_o.kvquant_post_rope_keys = post_rope;
+  Result<EngineConfig> base_o = BaselineConfig(test_o, baseline);
+  if (!base_o.ok()) return BadFlagValue(base_o.error());
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "kvforge: %s\n", s.message().c_str());
     return 1;
   };
-  auto base = Engine::Create(base_o);
+  auto base = Engine::Create(*base_o);
   if (!base.ok()) return fail(base.error());
   auto test = Engine::Create(test_o);
   if (!test.ok()) return fail(test.error());
   // Teacher forcing exercises KIVI only if it quantizes before attending: a simulated engine
   // (residual 0, quantize on write). Other dtypes quantize on write anyway.
   std::unique_ptr<Engine> sim;
-  if (AnyKivi(kv)) {
+  if (AnyKivi(test_o)) {
     EngineConfig sim_o = test_o;
     sim_o.kivi_eager = true;
     sim_o.kivi_residual_tokens = 0;

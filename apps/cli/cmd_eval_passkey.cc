@@ -7,9 +7,10 @@
 
 #include "base/strings.h"
 #include "commands.h"
+#include "engine_flags.h"
 #include "eval_common.h"
 #include "flags.h"
-#include "kv_flags.h"
+#include "kvforge/config_names.h"
 #include "kvforge/engine.h"
 #include "passkey_task.h"
 
@@ -84,10 +85,9 @@ std::string DepthJson(const DepthResult& d, int digits) {
 }  // namespace
 
 int EvalPasskeyMain(const Args& args) {
-  std::string model;
-  int64_t context = 2048, n_depths = 11, trials = 3, digits = 5, seed = 1, threads = 0;
+  int64_t context = 2048, n_depths = 11, trials = 3, digits = 5, seed = 1;
   bool json = false;
-  KvFlags kv;
+  EngineConfig eo;
   FlagParser p(
       "eval passkey",
       "Passkey retrieval: a 5-digit key planted at --n-depths depths (0% = right after the\n"
@@ -95,25 +95,22 @@ int EvalPasskeyMain(const Args& args) {
       "--context-tokens tokens; the greedy answer must start with the key. Accuracy per depth\n"
       "and overall, under the KV flags (--kv-policy, --kv-budget, --kv-dtype). Trained\n"
       "TinyStories models cannot retrieve; kvforge make-model --induction writes one that does.");
-  p.AddString("model", &model, "GGUF model path (default: the embedded model)");
   p.AddInt("context-tokens", &context, "prompt length in tokens (at most)");
   p.AddInt("n-depths", &n_depths, "depths, evenly spaced over 0..100%");
   p.AddInt("trials", &trials, "keys per depth");
   p.AddInt("digits", &digits, "digits per key (distinct, 1..10)");
   p.AddInt("seed", &seed, "RNG seed for the keys");
-  p.AddInt("threads", &threads, "compute threads (0 = one per core)");
-  AddKvFlags(p, &kv);
   p.AddBool("json", &json, "print a JSON object");
+  AddEngineFlags(p, &eo);
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (context < 32 || context > (1 << 20) || n_depths < 1 || n_depths > 101 || trials < 1 ||
-      trials > 1000 || digits < 1 || digits > 10 || threads < 0) {
+      trials > 1000 || digits < 1 || digits > 10) {
     std::fprintf(stderr,
                  "kvforge: --context-tokens must be 32..1048576, --n-depths 1..101, --trials "
-                 "1..1000, --digits 1..10, --threads >= 0\n");
+                 "1..1000, --digits 1..10\n");
     return 2;
   }
-  EngineConfig eo;
-  if (int rc = EvalEngineConfig(model, threads, context + digits + 8, kv, &eo); rc != 0) return rc;
+  if (!p.Given("max-model-len")) eo.max_model_len = context + digits + 8;
   auto engine = CreateEvalEngine(eo);
   if (!engine) return 1;
   const TokenizeFn tokenize = [&](const std::string& text) {
@@ -162,10 +159,10 @@ int EvalPasskeyMain(const Args& args) {
       "\"kv_policy\":\"%s\",\"kv_budget\":%g,\"kv_dtype\":%s,\"accuracy\":%.6f,"
       "\"digit_accuracy\":%.6f,\"correct\":%lld,"
       "\"trials\":%lld,\"depths\":[%s]}\n",
-      base::JsonQuote(model.empty() ? "(embedded)" : model).c_str(), (long long)context,
+      base::JsonQuote(eo.model.empty() ? "(embedded)" : eo.model).c_str(), (long long)context,
       (long long)digits, (long long)trials, KvPolicyName(pol.kind).data(), pol.budget,
-      base::JsonQuote(kv.dtype).c_str(), accuracy, digit_accuracy, (long long)correct,
-      (long long)total, depths.c_str());
+      base::JsonQuote(ConfigName(eo.kv_cache_dtype)).c_str(), accuracy, digit_accuracy,
+      (long long)correct, (long long)total, depths.c_str());
   return 0;
 }
 

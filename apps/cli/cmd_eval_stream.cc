@@ -8,9 +8,9 @@
 
 #include "base/strings.h"
 #include "commands.h"
+#include "engine_flags.h"
 #include "eval_common.h"
 #include "flags.h"
-#include "kv_flags.h"
 #include "kvforge/engine.h"
 
 namespace kvforge::cli {
@@ -36,35 +36,28 @@ Result<std::vector<int32_t>> RepeatedTokens(Engine& engine, const std::string& t
 }  // namespace
 
 int EvalStreamMain(const Args& args) {
-  std::string model, text_path;
-  int64_t tokens = 100000, every = 10000, ctx = 0, threads = 0;
+  std::string text_path;
+  int64_t tokens = 100000, every = 10000;
   bool json = false;
-  KvFlags kv;
+  EngineConfig eo;
   FlagParser p(
       "eval stream",
       "Scores a text (repeated until --tokens) as one sequence, one token per step, under the KV\n"
       "flags (StreamingLLM's evaluation: --kv-policy streaming --kv-budget B runs past the\n"
       "context). Prints the perplexity of each --report-every window and the KV slots held.");
-  p.AddString("model", &model, "GGUF model path (default: the embedded model)");
   p.AddString("text", &text_path, "UTF-8 text file");
   p.AddInt("tokens", &tokens, "tokens to score");
   p.AddInt("report-every", &every, "tokens per reported window");
-  p.AddInt("ctx", &ctx, "context length (0 = the model's, at most 8192)");
-  p.AddInt("threads", &threads, "compute threads (0 = one per core)");
-  AddKvFlags(p, &kv);
   p.AddBool("json", &json, "print a JSON object");
+  AddEngineFlags(p, &eo);
   p.Require("text");
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
-  if (tokens < 2 || tokens > (1LL << 32) || every < 1 || ctx < 0 || threads < 0) {
-    std::fprintf(stderr,
-                 "kvforge: --tokens must be 2..2^32, --report-every >= 1, --ctx and --threads "
-                 ">= 0\n");
+  if (tokens < 2 || tokens > (1LL << 32) || every < 1) {
+    std::fprintf(stderr, "kvforge: --tokens must be 2..2^32, --report-every >= 1\n");
     return 2;
   }
   std::string text;
   if (!ReadEvalText(text_path, &text)) return 1;
-  EngineConfig eo;
-  if (int rc = EvalEngineConfig(model, threads, ctx, kv, &eo); rc != 0) return rc;
   auto engine = CreateEvalEngine(eo);
   if (!engine) return 1;
   auto ids = RepeatedTokens(*engine, text, tokens);

@@ -1,21 +1,17 @@
 // kvforge run — generate from a prompt, streaming text to stdout and speeds to stderr.
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "base/strings.h"
+#include "chat_prompt.h"
 #include "commands.h"
+#include "engine_flags.h"
 #include "flags.h"
-#include "kv_flags.h"
-#include "kvforge/config_names.h"
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
 #include "read_file.h"
-#ifdef KVF_HAVE_CHAT_TEMPLATE
-#include "chat_prompt.h"
-#endif
-
-#include <fstream>
-#include <iterator>
 
 namespace kvforge::cli {
 
@@ -76,19 +72,20 @@ int RunPromptsFile(const std::string& path, const EngineConfig& cfg, const Sampl
 }  // namespace
 
 int RunMain(const Args& args) {
-  std::string model, prompt, prompts_file, kv_mem, system, chat_template_file,
-      prefix_cache = "hash";
+  std::string prompt, prompts_file, system, chat_template_file;
   bool chat = false;
-  int64_t block_size = 16, max_num_seqs = 64, max_batched = 2048;
-  int64_t max_tokens = 128, top_k = 40, seed = -1, threads = 0, ctx = 0;
+  int64_t max_tokens = 128, top_k = 40, seed = -1;
   double temperature = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
-  bool json = false, ignore_eos = false, kv_f32 = false, mlock = false;
+  bool json = false, ignore_eos = false;
   std::string grammar_file, json_schema_file, regex;
+  EngineConfig cfg;
   FlagParser p("run",
                "Generate text from a prompt. Text streams to stdout; prefill/decode speed and\n"
                "time to first token go to stderr (or into the JSON object with --json).");
-  p.AddString("model", &model, "GGUF model path (default: the embedded stories260K model)");
+  p.Section("request");
   p.AddString("prompt", &prompt, "prompt text");
+  p.AddString("prompts-file", &prompts_file,
+              "run every line of FILE as a request, concurrently (JSON per line with --json)");
   p.AddInt("max-tokens", &max_tokens, "tokens to generate");
   p.AddFloat("temperature", &temperature, "sampling temperature (0 = greedy)");
   p.AddFloat("top-p", &top_p, "nucleus sampling threshold (1 = off)");
@@ -96,54 +93,29 @@ int RunMain(const Args& args) {
   p.AddFloat("min-p", &min_p, "drop tokens below min-p x the top probability (0 = off)");
   p.AddFloat("repeat-penalty", &repeat_penalty, "repetition penalty (1 = off)");
   p.AddInt("seed", &seed, "RNG seed (-1 = random)");
-  p.AddInt("threads", &threads, "compute threads (0 = one per core)");
-  p.AddInt("ctx", &ctx, "context length (0 = the model's, at most 8192)");
   p.AddBool("ignore-eos", &ignore_eos, "keep generating after end-of-sequence");
   p.AddString("grammar-file", &grammar_file, "constrain the output to a GBNF grammar file");
   p.AddString("json-schema", &json_schema_file,
               "constrain the output to JSON valid under this JSON Schema file");
   p.AddString("regex", &regex, "constrain the output to a full match of this regular expression");
-  p.AddBool("kv-f32", &kv_f32, "store the KV cache in f32 instead of f16");
-  p.AddBool("mlock", &mlock, "pin the model's weights in RAM");
-  KvFlags kv;
-  AddKvFlags(p, &kv);
   p.AddBool("json", &json, "print one JSON object instead of streaming");
-#ifdef KVF_HAVE_CHAT_TEMPLATE
   p.AddBool("chat", &chat,
             "treat --prompt as a user message rendered with the model's chat template");
   p.AddString("system", &system, "system message for --chat");
   p.AddString("chat-template", &chat_template_file,
               "Jinja2 chat template file overriding the model's");
-#endif
-  p.AddString("prompts-file", &prompts_file,
-              "run every line of FILE as a request, concurrently (JSON per line with --json)");
-  p.AddString("kv-cache-memory", &kv_mem, "KV pool budget for --prompts-file, e.g. 512MiB");
-  p.AddAlias("kv-cache-memory-bytes", "kv-cache-memory");
-  p.AddInt("block-size", &block_size, "KV block tokens");
-  p.AddString("prefix-cache", &prefix_cache, "off | hash | radix (--prompts-file)");
-  p.AddInt("max-num-seqs", &max_num_seqs, "running sequences per step (--prompts-file)");
-  p.AddInt("max-num-batched-tokens", &max_batched, "tokens per step (--prompts-file)");
+  AddEngineFlags(p, &cfg);
   if (int rc = HandleParse(p, args); rc >= 0) return rc;
   if (prompt.empty() == prompts_file.empty() && !p.Given("prompt")) {
     std::fprintf(stderr, "kvforge: give --prompt TEXT or --prompts-file FILE\n");
-    return 2;
-  }
-  if (prefix_cache != "off" && prefix_cache != "hash" && prefix_cache != "radix") {
-    std::fprintf(stderr, "kvforge: --prefix-cache must be off, hash or radix\n");
-    return 2;
-  }
-  if (block_size <= 0 || max_num_seqs <= 0 || max_batched <= 0) {
-    std::fprintf(
-        stderr,
-        "kvforge: --block-size, --max-num-seqs and --max-num-batched-tokens must be positive\n");
     return 2;
   }
   if (max_tokens < 0 || max_tokens > 1000000) {
     std::fprintf(stderr, "kvforge: --max-tokens must be between 0 and 1000000\n");
     return 2;
   }
-  if (threads < 0 || ctx < 0 || top_k < 0) {
-    std::fprintf(stderr, "kvforge: --threads, --ctx and --top-k must not be negative\n");
+  if (top_k < 0) {
+    std::fprintf(stderr, "kvforge: --top-k must not be negative\n");
     return 2;
   }
   SamplingParams sp;
@@ -168,46 +140,13 @@ int RunMain(const Args& args) {
     std::fprintf(stderr, "kvforge: %s\n", s.message().c_str());
     return 2;
   }
-  if (!prompts_file.empty()) {
-    EngineConfig cfg;
-    cfg.model = model;
-    cfg.threads = static_cast<int>(threads);
-    cfg.max_model_len = ctx;
-    cfg.kv_f16 = !kv_f32;
-    cfg.mlock = mlock;
-    if (Status s = ApplyKvFlags(kv, &cfg); !s.ok()) return BadFlagValue(s);
-    cfg.block_size = static_cast<int32_t>(block_size);
-    cfg.max_num_seqs = max_num_seqs;
-    cfg.max_num_batched_tokens = max_batched;
-    cfg.enable_prefix_caching = prefix_cache != "off";
-    if (cfg.enable_prefix_caching)
-      if (Status s = SetConfigField(&cfg, "prefix_cache_mode", prefix_cache); !s.ok())
-        return BadFlagValue(s.WithContext("--prefix-cache"));
-    if (!kv_mem.empty() && !base::ParseByteSize(kv_mem, &cfg.kv_cache_memory_bytes)) {
-      std::fprintf(stderr, "kvforge: --kv-cache-memory: not a byte size: '%s'\n", kv_mem.c_str());
-      return 2;
-    }
-    return RunPromptsFile(prompts_file, cfg, sp, json);
-  }
-  EngineConfig eo;
-  eo.block_size = static_cast<int32_t>(block_size);
-  if (!kv_mem.empty() && !base::ParseByteSize(kv_mem, &eo.kv_cache_memory_bytes)) {
-    std::fprintf(stderr, "kvforge: --kv-cache-memory: not a byte size: '%s'\n", kv_mem.c_str());
-    return 2;
-  }
-  eo.model = model;
-  eo.threads = static_cast<int>(threads);
-  eo.max_model_len = ctx;
-  eo.kv_f16 = !kv_f32;
-  eo.mlock = mlock;
-  if (Status s = ApplyKvFlags(kv, &eo); !s.ok()) return BadFlagValue(s);
-  auto engine = Engine::Create(eo);
+  if (!prompts_file.empty()) return RunPromptsFile(prompts_file, cfg, sp, json);
+  auto engine = Engine::Create(cfg);
   if (!engine.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", engine.error().message().c_str());
     return 1;
   }
   bool parse_special = false, add_special = true;
-#ifdef KVF_HAVE_CHAT_TEMPLATE
   if (chat) {
     std::string source = (*engine)->info().chat_template;
     if (!chat_template_file.empty()) {
@@ -229,9 +168,6 @@ int RunMain(const Args& args) {
     // Templates that write the BOS text themselves must not get a second BOS.
     add_special = mi.bos_text.empty() || prompt.compare(0, mi.bos_text.size(), mi.bos_text) != 0;
   }
-#else
-  (void)chat;
-#endif
   auto ids = (*engine)->Tokenize(prompt, add_special, parse_special);
   if (!ids.ok()) {
     std::fprintf(stderr, "kvforge: %s\n", ids.error().message().c_str());

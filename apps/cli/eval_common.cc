@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-#include "flags.h"
 #include "read_file.h"
 
 namespace kvforge::cli {
@@ -11,15 +10,6 @@ bool ReadEvalText(const std::string& path, std::string* text) {
   if (ReadFile(path, text)) return true;
   std::fprintf(stderr, "kvforge: cannot read %s\n", path.c_str());
   return false;
-}
-
-int EvalEngineConfig(const std::string& model, int64_t threads, int64_t ctx, const KvFlags& kv,
-                     EngineConfig* out) {
-  out->model = model;
-  out->threads = static_cast<int>(threads);
-  out->max_model_len = ctx;
-  if (Status s = ApplyKvFlags(kv, out); !s.ok()) return BadFlagValue(s);
-  return 0;
 }
 
 std::unique_ptr<Engine> CreateEvalEngine(const EngineConfig& config) {

@@ -29,17 +29,11 @@ const Command kCommands[] = {
     {"eval", kvforge::cli::EvalMain, "evaluate a model (eval ppl: perplexity on a text)"},
     {"bench", kvforge::cli::BenchMain,
      "benchmarks: throughput, latency (pp/tg), memory (paging, sharing)"},
-#ifdef KVF_HAVE_CALC
     {"calc", kvforge::cli::CalcMain, "KV-cache memory calculator"},
-#endif
-#ifdef KVF_HAVE_SERVER
     {"serve", kvforge::cli::ServeMain, "OpenAI-compatible HTTP server (streaming, metrics)"},
     {"route", kvforge::cli::RouteMain,
      "cache-aware router in front of several `kvforge serve` workers"},
-#endif
-#ifdef KVF_HAVE_CHAT_TEMPLATE
     {"chat-template", kvforge::cli::ChatTemplateMain, "render a chat template with messages"},
-#endif
 };
 
 void PrintUsage(FILE* out) {

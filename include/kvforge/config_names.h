@@ -38,11 +38,28 @@ std::string KvCacheDtypeChoices();               // "auto|f32|f16|..." for usage
 
 enum class ConfigFieldKind { kBool, kInt, kUint, kFloat, kString, kChoice };
 
+// Another command-line spelling of a field (without the leading "--"). With `value` set the flag
+// takes no value and sets that one (--kv-f32 is kv_f16=false); otherwise it takes the field's.
+struct ConfigAlias {
+  std::string flag;
+  std::string value;
+};
+
+// One EngineConfig member. Front ends derive everything from this row: the CLI flag is the name
+// with '-' for '_' (ConfigFlagName) plus the aliases, Python's keyword is the name, --help shows
+// the group, the help and the default (get(EngineConfig{})).
 struct ConfigField {
   std::string name;  // the EngineConfig member's name
   ConfigFieldKind kind;
   std::string help;
   std::vector<std::string> choices;  // kChoice: the accepted names
+  std::string group;                 // the section of --help it is listed in, e.g. "KV offload"
+  bool byte_size = false;            // kUint byte counts: also 512MiB, 8GiB, 1.5GB
+  // The field is also a request's own (SamplingParams::kv_policy: HTTP and Python per request),
+  // there named `request_key` (kv_policy's "name", "budget", "sinks", ...).
+  bool per_request = false;
+  std::string request_key;
+  std::vector<ConfigAlias> aliases;
   // Sets the field from its text form: "true"/"false" (also 1/0), a decimal number, a name.
   // Errors are kInvalidArgument naming the field and what it accepts.
   std::function<Status(EngineConfig&, std::string_view)> set;
@@ -51,6 +68,14 @@ struct ConfigField {
 
 const std::vector<ConfigField>& EngineConfigFields();
 const ConfigField* FindConfigField(std::string_view name);  // nullptr when unknown
+// One parameter of a request's own KV policy (SamplingParams::kv_policy) by its request name (a
+// per_request field's request_key: name, budget, sinks, window, pool_kernel, beta, heads), in
+// text form: HTTP and Python read a request's policy through the table. Unknown keys are
+// kNotFound listing the accepted ones.
+Status SetKvPolicyParam(KvPolicy* policy, std::string_view key, std::string_view text);
+
+// "kv_offload_dtype" -> "kv-offload-dtype".
+std::string ConfigFlagName(std::string_view field_name);
 // Unknown names are kNotFound ("unknown engine option 'x'").
 Status SetConfigField(EngineConfig* config, std::string_view name, std::string_view text);
 

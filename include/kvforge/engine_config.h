@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kvforge/kv_policy.h"
+#include "kvforge/status.h"
 
 namespace kvforge {
 
@@ -131,5 +132,9 @@ struct EngineConfig {
   // own (SamplingParams::kv_policy) --------------------------------------------------------------
   KvPolicy kv_policy;
 };
+
+// Every check of a config that needs no model (sizes, the thread limit, the KV policy, a
+// kv_budget without a kv_policy); the engine makes them again, with the model's, when created.
+Status ValidateEngineConfig(const EngineConfig& config);
 
 }  // namespace kvforge

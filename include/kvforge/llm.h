@@ -52,9 +52,11 @@ struct RequestMetrics {
   int64_t generated_tokens = 0;  // all sequences
   int64_t num_preemptions = 0;
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
-  // KV eviction (first sequence): tokens evicted so far, and the most KV slots it held.
+  // KV eviction (first sequence): tokens evicted so far, the most KV slots it held, and the
+  // slots it holds after the latest step.
   int64_t kv_evicted_tokens = 0;
   int64_t kv_peak_tokens = 0;
+  int64_t kv_final_tokens = 0;
 };
 
 struct RequestOutput {

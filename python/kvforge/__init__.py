@@ -10,7 +10,7 @@ vLLM's spellings where they differ (gpu_memory_utilization, swap_space, enable_c
 calculate_kv_scales, seed). The engine runs on its own thread; Python waits with the GIL released.
 """
 from .calc import calc, calc_kv_cache_gb
-from .llm import LLM, Tokenizer, engine_options, kv_cache_dtypes
+from .llm import LLM, Tokenizer, engine_config, engine_options, kv_cache_dtypes
 from .outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
 from .sampling_params import SamplingParams, StructuredOutputsParams
 
@@ -25,6 +25,7 @@ __all__ = [
     "Tokenizer",
     "calc",
     "calc_kv_cache_gb",
+    "engine_config",
     "engine_options",
     "kv_cache_dtypes",
 ]

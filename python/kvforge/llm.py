@@ -10,13 +10,23 @@ from .sampling_params import SamplingParams
 # How long one wait for engine output lasts before Python gets control back (to notice Ctrl-C).
 _WAIT_S = 0.05
 
-# EngineConfig's fields: name -> {"kind", "help", "choices", "default"}, from the C++ table.
+# EngineConfig's fields: name -> {"kind", "help", "choices", "default", "group", "byte_size",
+# "per_request", "flag"}, from the C++ table.
 _FIELDS = {f["name"]: f for f in _kvforge.config_fields()}
 
 
 def engine_options() -> Dict[str, dict]:
     """Every engine option LLM() accepts by its EngineConfig name, with kind, help and default."""
     return {name: dict(f) for name, f in _FIELDS.items()}
+
+
+def engine_config(model: Optional[str] = None, **kwargs) -> Dict[str, str]:
+    """The configuration LLM(model, **kwargs) would run with (every option by name, text form),
+    without loading anything. Bad names raise TypeError, bad values ValueError, as LLM() does."""
+    options, _ = _engine_options(dict(kwargs))
+    if model:
+        options["model"] = model
+    return dict(_kvforge.resolve_config(options))
 
 
 def kv_cache_dtypes() -> List[str]:
@@ -32,6 +42,8 @@ def _option_text(name: str, value) -> str:
             raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
         return "true" if value else "false"
     if kind in ("int", "uint"):
+        if _FIELDS[name]["byte_size"] and isinstance(value, str):
+            return value  # "8GiB", "512MiB": the engine parses the unit
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, not {type(value).__name__}")
         return str(value)

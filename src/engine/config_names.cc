@@ -51,8 +51,16 @@ Status Bad(const std::string& field, const char* wants, std::string_view text) {
                                            static_cast<int>(text.size()), text.data()));
 }
 
+ConfigField Row(const char* name, ConfigFieldKind kind, const char* help) {
+  ConfigField f;
+  f.name = name;
+  f.kind = kind;
+  f.help = help;
+  return f;
+}
+
 ConfigField Bool(const char* name, bool EngineConfig::*m, const char* help) {
-  ConfigField f{name, ConfigFieldKind::kBool, help, {}, nullptr, nullptr};
+  ConfigField f = Row(name, ConfigFieldKind::kBool, help);
   f.set = [m, n = f.name](EngineConfig& c, std::string_view t) {
     const std::string v = Lower(t);
     if (v == "true" || v == "1") {
@@ -71,9 +79,8 @@ ConfigField Bool(const char* name, bool EngineConfig::*m, const char* help) {
 // Integers of any width, range-checked; `min` is the smallest accepted value.
 template <typename T>
 ConfigField Int(const char* name, T EngineConfig::*m, long long min, const char* help) {
-  ConfigField f{name,    std::is_unsigned_v<T> ? ConfigFieldKind::kUint : ConfigFieldKind::kInt,
-                help,    {},
-                nullptr, nullptr};
+  ConfigField f =
+      Row(name, std::is_unsigned_v<T> ? ConfigFieldKind::kUint : ConfigFieldKind::kInt, help);
   f.set = [m, min, n = f.name](EngineConfig& c, std::string_view t) {
     const std::string s(t);
     char* end = nullptr;
@@ -98,10 +105,27 @@ ConfigField Int(const char* name, T EngineConfig::*m, long long min, const char*
   return f;
 }
 
+// A byte count: a decimal number of bytes, or one with a unit (512MiB, 8GiB, 1.5GB).
+ConfigField Bytes(const char* name, uint64_t EngineConfig::*m, uint64_t min, const char* help) {
+  ConfigField f = Row(name, ConfigFieldKind::kUint, help);
+  f.byte_size = true;
+  f.set = [m, min, n = f.name](EngineConfig& c, std::string_view t) {
+    uint64_t v = 0;
+    if (!base::ParseByteSize(t, &v) || v < min)
+      return Bad(
+          n, StrFormat("a byte size >= %llu (e.g. 512MiB, 8GiB)", (unsigned long long)min).c_str(),
+          t);
+    c.*m = v;
+    return Status::Ok();
+  };
+  f.get = [m](const EngineConfig& c) { return std::to_string(c.*m); };
+  return f;
+}
+
 // A finite double in [lo, hi]; `wants` is the error's wording of that range.
 ConfigField Number(const char* name, double EngineConfig::*m, double lo, double hi,
                    const char* wants, const char* help) {
-  ConfigField f{name, ConfigFieldKind::kFloat, help, {}, nullptr, nullptr};
+  ConfigField f = Row(name, ConfigFieldKind::kFloat, help);
   f.set = [m, lo, hi, wants, n = f.name](EngineConfig& c, std::string_view t) {
     const std::string s(t);
     char* end = nullptr;
@@ -123,7 +147,7 @@ ConfigField NonNegative(const char* name, double EngineConfig::*m, const char* h
 }
 
 ConfigField Text(const char* name, std::string EngineConfig::*m, const char* help) {
-  ConfigField f{name, ConfigFieldKind::kString, help, {}, nullptr, nullptr};
+  ConfigField f = Row(name, ConfigFieldKind::kString, help);
   f.set = [m](EngineConfig& c, std::string_view t) {
     c.*m = std::string(t);
     return Status::Ok();
@@ -134,7 +158,7 @@ ConfigField Text(const char* name, std::string EngineConfig::*m, const char* hel
 
 template <typename E, size_t N>
 ConfigField Choice(const char* name, E EngineConfig::*m, const E (&values)[N], const char* help) {
-  ConfigField f{name, ConfigFieldKind::kChoice, help, {}, nullptr, nullptr};
+  ConfigField f = Row(name, ConfigFieldKind::kChoice, help);
   for (E v : values) f.choices.emplace_back(ConfigName(v));
   f.set = [m, &values, n = f.name](EngineConfig& c, std::string_view t) -> Status {
     KVF_ASSIGN_OR_RETURN(E v, ParseName(t, n.c_str(), values));
@@ -146,7 +170,7 @@ ConfigField Choice(const char* name, E EngineConfig::*m, const E (&values)[N], c
 }
 
 ConfigField Dtype(const char* name, KvCacheDtype EngineConfig::*m, const char* help) {
-  ConfigField f{name, ConfigFieldKind::kChoice, help, {}, nullptr, nullptr};
+  ConfigField f = Row(name, ConfigFieldKind::kChoice, help);
   for (int i = 0; i <= static_cast<int>(KvCacheDtype::kTurbo4); ++i)
     f.choices.emplace_back(ConfigName(static_cast<KvCacheDtype>(i)));
   f.set = [m, n = f.name](EngineConfig& c, std::string_view t) -> Status {
@@ -164,7 +188,8 @@ ConfigField PolicyField(
     const char* name, ConfigFieldKind kind, const char* help,
     std::function<Status(KvPolicy&, std::string_view, const std::string&)> parse,
     std::function<std::string(const KvPolicy&)> print) {
-  ConfigField f{name, kind, help, {}, nullptr, nullptr};
+  ConfigField f = Row(name, kind, help);
+  f.per_request = true;  // SamplingParams::kv_policy carries the same fields
   f.set = [parse, n = f.name](EngineConfig& c, std::string_view t) {
     return parse(c.kv_policy, t, n);
   };
@@ -248,84 +273,178 @@ std::vector<ConfigField> PolicyFields() {
       [](const KvPolicy& p) { return std::string(KvHeadSelectionName(p.heads)); });
   heads.choices = {"shared", "per_head", "adaptive"};
   f.push_back(std::move(heads));
+  // Their names inside a request's kv_policy object, in the order above.
+  const char* request_keys[] = {"name",        "budget", "sinks", "window",
+                                "pool_kernel", "beta",   "heads"};
+  for (size_t i = 0; i < f.size(); ++i) f[i].request_key = request_keys[i];
   return f;
+}
+
+// The disk tier's directory; "DIR:SIZE" also sets kv_offload_disk_bytes.
+ConfigField DiskTier() {
+  ConfigField f = Text("kv_offload_disk", &EngineConfig::kv_offload_disk,
+                       "disk KV offload tier directory, DIR or DIR:SIZE (SIZE sets "
+                       "kv_offload_disk_bytes; '': off)");
+  f.set = [](EngineConfig& c, std::string_view t) -> Status {
+    std::string dir(t);
+    if (const size_t colon = dir.rfind(':'); colon != std::string::npos) {
+      const std::string size = dir.substr(colon + 1);
+      uint64_t bytes = 0;
+      if (!base::ParseByteSize(size, &bytes) || bytes == 0)
+        return Status::InvalidArgument("kv_offload_disk: bad size '" + size +
+                                       "' (DIR:SIZE, e.g. /var/cache/kv:50GiB)");
+      dir.resize(colon);
+      if (dir.empty()) return Status::InvalidArgument("kv_offload_disk: empty directory");
+      c.kv_offload_disk_bytes = bytes;
+    }
+    c.kv_offload_disk = dir;
+    return Status::Ok();
+  };
+  return f;
+}
+
+// Appends `f` to `fields` in `group`, with its other command-line spellings.
+void Add(std::vector<ConfigField>* fields, const char* group, ConfigField f,
+         std::vector<ConfigAlias> aliases = {}) {
+  f.group = group;
+  f.aliases = std::move(aliases);
+  fields->push_back(std::move(f));
 }
 
 std::vector<ConfigField> MakeFields() {
   using C = EngineConfig;
-  std::vector<ConfigField> fields = {
-      Text("model", &C::model, "GGUF model path (empty: the embedded stories260K model)"),
-      Int("threads", &C::threads, 0, "compute threads (0: one per core)"),
+  std::vector<ConfigField> v;
+  const char* g = "model and threads";
+  Add(&v, g, Text("model", &C::model, "GGUF model path (empty: the embedded stories260K model)"));
+  Add(&v, g, Int("threads", &C::threads, 0, "compute threads (0: one per core)"));
+  Add(&v, g,
       Int("max_model_len", &C::max_model_len, 0, "context length (0: the model's, at most 8192)"),
-      Bool("mlock", &C::mlock, "pin the model's weights in RAM"),
-      Int("kv_cache_memory_bytes", &C::kv_cache_memory_bytes, 0,
-          "KV pool budget in bytes (0: see memory_utilization)"),
+      {{"ctx", ""}});
+  Add(&v, g, Bool("mlock", &C::mlock, "pin the model's weights in RAM"));
+  g = "KV memory";
+  Add(&v, g,
+      Bytes("kv_cache_memory_bytes", &C::kv_cache_memory_bytes, 0,
+            "KV pool budget, e.g. 512MiB (0: see memory_utilization)"),
+      {{"kv-cache-memory", ""}});
+  Add(&v, g,
       Fraction("memory_utilization", &C::memory_utilization,
-               "fraction of available RAM minus the weights for the KV pool (0: automatic)"),
-      Int("block_size", &C::block_size, 1, "KV block, tokens"),
-      Dtype("kv_cache_dtype", &C::kv_cache_dtype, "KV cache dtype, K and V"),
+               "fraction of available RAM minus the weights for the KV pool (0: a full context "
+               "per running sequence, at most 40% of available RAM)"));
+  Add(&v, g, Int("block_size", &C::block_size, 1, "KV block, tokens"));
+  g = "KV dtype";
+  Add(&v, g, Dtype("kv_cache_dtype", &C::kv_cache_dtype, "KV cache dtype, K and V"),
+      {{"kv-dtype", ""}});
+  Add(&v, g,
       Dtype("kv_cache_dtype_k", &C::kv_cache_dtype_k, "K cache dtype (auto: kv_cache_dtype)"),
+      {{"kv-dtype-k", ""}});
+  Add(&v, g,
       Dtype("kv_cache_dtype_v", &C::kv_cache_dtype_v, "V cache dtype (auto: kv_cache_dtype)"),
-      Bool("kv_f16", &C::kv_f16, "kv_cache_dtype auto means f16 (false: f32)"),
+      {{"kv-dtype-v", ""}});
+  Add(&v, g, Bool("kv_f16", &C::kv_f16, "kv_cache_dtype auto means f16 (false: f32)"),
+      {{"kv-f32", "false"}});
+  Add(&v, g,
       Text("kv_scales", &C::kv_scales,
-           "FP8 scales / kvquant3 calibration: '', 'calibrate' (first batch) or a file"),
-      Bool("kv_scales_per_head", &C::kv_scales_per_head, "one FP8 scale per KV head"),
+           "FP8 scales / kvquant3 calibration: '' (FP8 1.0; kvquant3 the built-in text), "
+           "'calibrate' (the first batch) or a file"));
+  Add(&v, g, Bool("kv_scales_per_head", &C::kv_scales_per_head, "one FP8 scale per KV head"));
+  Add(&v, g,
       Int("kivi_residual_tokens", &C::kivi_residual_tokens, 0,
           "KIVI: newest tokens kept in f16 (a multiple of 32)"),
-      Bool("kivi_eager", &C::kivi_eager, "KIVI: quantize before the step's attention"),
+      {{"kivi-residual", ""}});
+  Add(&v, g, Bool("kivi_eager", &C::kivi_eager, "KIVI: quantize before the step's attention"));
+  Add(&v, g,
       Bool("kvquant_post_rope_keys", &C::kvquant_post_rope_keys,
            "kvquant3 ablation: quantize keys after RoPE"),
-      Bool("kv_turbo_qjl", &C::kv_turbo_qjl, "turbo3/turbo4 keys: QJL residual sketch"),
+      {{"kvquant-post-rope", "true"}});
+  Add(&v, g,
+      Bool("kv_turbo_qjl", &C::kv_turbo_qjl,
+           "turbo3/turbo4 keys: (b-1)-bit codes + a 1-bit QJL sketch of the residual"));
+  Add(&v, g,
       Choice("mla_attention", &C::mla_attention, kMlaModes,
-             "deepseek2: absorbed, naive, or auto (the cheaper form per chunk)"),
-      Int("max_num_batched_tokens", &C::max_num_batched_tokens, 1, "tokens per forward step"),
-      Int("max_num_seqs", &C::max_num_seqs, 1, "running sequences per step"),
-      Bool("chunked_prefill", &C::chunked_prefill, "split long prompts across steps"),
+             "deepseek2: absorbed (MQA over the latents), naive (per-head K/V), or auto (the "
+             "cheaper form per chunk)"));
+  g = "scheduling";
+  Add(&v, g,
+      Int("max_num_batched_tokens", &C::max_num_batched_tokens, 1, "tokens per forward step"));
+  Add(&v, g, Int("max_num_seqs", &C::max_num_seqs, 1, "running sequences per step"));
+  Add(&v, g, Bool("chunked_prefill", &C::chunked_prefill, "split long prompts across steps"));
+  Add(&v, g,
       Int("long_prefill_token_threshold", &C::long_prefill_token_threshold, 0,
-          "largest prefill chunk per step (0: the token budget)"),
+          "largest prefill chunk per step (0: the token budget)"));
+  Add(&v, g,
       NonNegative("max_itl_ms", &C::max_itl_ms,
                   "decode-priority chunking: cut a step's prefill so the step's predicted time "
-                  "stays within this many ms while sequences decode (0: off)"),
+                  "stays within this many ms while sequences decode (0: off)"));
+  Add(&v, g,
       Int("min_prefill_chunk", &C::min_prefill_chunk, 1,
           "decode-priority chunking: most prefill tokens a step with decodes always carries "
-          "(fewer when they would add over a quarter of max_itl_ms)"),
-      Choice("batching", &C::batching, kBatching, "continuous, or static (a baseline)"),
+          "(fewer when they would add over a quarter of max_itl_ms)"));
+  Add(&v, g, Choice("batching", &C::batching, kBatching, "continuous, or static (a baseline)"));
+  Add(&v, g,
       Choice("preemption_mode", &C::preemption_mode, kPreemption,
              "what preemption does with a sequence's KV"),
-      Int("swap_space_bytes", &C::swap_space_bytes, 0, "host memory for swapped-out KV blocks"),
+      {{"preemption", ""}});
+  Add(&v, g,
+      Bytes("swap_space_bytes", &C::swap_space_bytes, 0,
+            "host memory for swapped-out KV blocks (preemption_mode swap)"));
+  Add(&v, g,
       Choice("scheduling_policy", &C::scheduling_policy, kPolicies,
-             "fcfs, or priority (lower first)"),
-      Bool("contiguous_kv", &C::contiguous_kv, "contiguous reservation baseline (measurement)"),
-      Bool("enable_prefix_caching", &C::enable_prefix_caching, "reuse KV of cached prefixes"),
+             "fcfs, or priority (lower first)"));
+  Add(&v, g,
+      Bool("contiguous_kv", &C::contiguous_kv,
+           "baseline: reserve max_model_len slots per sequence (measurement)"));
+  g = "prefix caching";
+  Add(&v, g,
+      Bool("enable_prefix_caching", &C::enable_prefix_caching, "reuse KV of cached prefixes"));
+  Add(&v, g,
       Choice("prefix_cache_mode", &C::prefix_cache_mode, kPrefixModes,
-             "hash (vLLM-style) or radix (SGLang-style)"),
-      Int("kv_offload_ram_bytes", &C::kv_offload_ram_bytes, 0,
-          "host-RAM KV offload tier capacity in bytes (0: off)"),
-      Text("kv_offload_disk", &C::kv_offload_disk, "disk KV offload tier directory ('': off)"),
-      Int("kv_offload_disk_bytes", &C::kv_offload_disk_bytes, 1, "disk KV offload tier capacity"),
+             "hash (vLLM-style block hashes) or radix (SGLang-style tree)"));
+  g = "KV offload tiers";
+  Add(&v, g,
+      Bytes("kv_offload_ram_bytes", &C::kv_offload_ram_bytes, 0,
+            "host-RAM KV offload tier capacity, e.g. 8GiB (0: off)"),
+      {{"kv-offload-ram", ""}});
+  Add(&v, g, DiskTier());
+  Add(&v, g,
+      Bytes("kv_offload_disk_bytes", &C::kv_offload_disk_bytes, 1,
+            "disk KV offload tier capacity"));
+  Add(&v, g,
       Int("kv_offload_chunk_tokens", &C::kv_offload_chunk_tokens, 1,
           "tokens per offloaded chunk (a multiple of block_size)"),
+      {{"kv-offload-chunk", ""}});
+  Add(&v, g,
       Int("kv_offload_prefetch_requests", &C::kv_offload_prefetch_requests, 0,
           "waiting requests whose chunks are fetched while the requests ahead compute (0: off)"),
+      {{"kv-offload-prefetch", ""}});
+  Add(&v, g,
       Int("kv_offload_load_timeout_ms", &C::kv_offload_load_timeout_ms, 1,
           "longest wait for a request's chunks from the tiers, ms (then it recomputes them)"),
+      {{"kv-offload-load-timeout", ""}});
+  Add(&v, g,
       Choice("kv_offload_compression", &C::kv_offload_compression, kOffloadCompression,
-             "offloaded chunks: none, lz4 or zstd"),
+             "offloaded chunks: none, lz4 or zstd"));
+  Add(&v, g,
       Dtype("kv_offload_dtype", &C::kv_offload_dtype,
             "offloaded chunks transcoded to this smaller dtype (f16, bf16, int8, q8_0, q4_0; "
-            "auto: as the KV cache holds them)"),
+            "auto: as the KV cache holds them)"));
+  Add(&v, g,
       Choice("kv_offload_write", &C::kv_offload_write, kOffloadWrite,
              "write chunks down the tiers when computed (through) or when the hot pool drops "
-             "them (back)"),
+             "them (back)"));
+  Add(&v, g,
       Text("kv_offload_redis", &C::kv_offload_redis,
-           "shared Redis KV offload tier, redis://host:port[,host:port...][/db] ('': off)"),
+           "shared Redis KV offload tier, redis://[:PASS@]HOST[:PORT][,HOST:PORT...][/DB]; "
+           "several hosts (or one cluster node) mean a Redis Cluster ('': off)"));
+  Add(&v, g,
       Int("kv_offload_redis_timeout_ms", &C::kv_offload_redis_timeout_ms, 1,
           "Redis tier time-out per connect/read/write, ms (then a miss)"),
+      {{"kv-offload-redis-timeout", ""}});
+  Add(&v, g,
       Int("kv_offload_redis_ttl_s", &C::kv_offload_redis_ttl_s, 0,
           "Redis tier record expiry, seconds (0: never)"),
-  };
-  for (ConfigField& p : PolicyFields()) fields.push_back(std::move(p));
-  return fields;
+      {{"kv-offload-redis-ttl", ""}});
+  for (ConfigField& p : PolicyFields()) Add(&v, "KV eviction (also per request)", std::move(p));
+  return v;
 }
 
 }  // namespace
@@ -393,6 +512,29 @@ std::string KvCacheDtypeChoices() { return "auto|" + kvquant::KvDtypeChoices(); 
 const std::vector<ConfigField>& EngineConfigFields() {
   static const std::vector<ConfigField> fields = MakeFields();
   return fields;
+}
+
+Status SetKvPolicyParam(KvPolicy* policy, std::string_view key, std::string_view text) {
+  std::string keys;
+  for (const ConfigField& f : EngineConfigFields()) {
+    if (!f.per_request) continue;
+    if (f.request_key == key) {
+      EngineConfig c;
+      c.kv_policy = *policy;
+      KVF_RETURN_IF_ERROR(f.set(c, text));
+      *policy = c.kv_policy;
+      return Status::Ok();
+    }
+    keys += (keys.empty() ? "" : ", ") + f.request_key;
+  }
+  return Status::NotFound(StrFormat("unknown kv_policy parameter '%.*s' (%s)",
+                                    static_cast<int>(key.size()), key.data(), keys.c_str()));
+}
+
+std::string ConfigFlagName(std::string_view field_name) {
+  std::string flag(field_name);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
 }
 
 const ConfigField* FindConfigField(std::string_view name) {

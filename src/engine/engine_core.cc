@@ -43,54 +43,21 @@ std::vector<float> LogSoftmax(const float* logits, int64_t n) {
 
 EngineCore::~EngineCore() = default;
 
-Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config) {
+Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config,
+                                                       int64_t concurrent_sequences) {
   std::unique_ptr<EngineCore> e(new EngineCore());
   e->cfg_ = config;
   const EngineConfig& c = config;
-  if (c.max_num_batched_tokens <= 0 || c.max_num_seqs <= 0 || c.block_size <= 0 ||
-      c.block_size > 4096 || c.threads < 0 || c.max_model_len < 0)
-    return Status::InvalidArgument("engine config: sizes must be positive (block_size 1..4096)");
-  if (c.model.empty()) {
-    KVF_ASSIGN_OR_RETURN(e->model_, model::Model::LoadFromMemory(assets::DefaultModelData(),
-                                                                 assets::DefaultModelSize(),
-                                                                 assets::kDefaultModelName));
-  } else {
-    KVF_ASSIGN_OR_RETURN(e->model_, model::Model::Load(c.model));
-    if (c.mlock)
-      if (Status s = e->model_->LockWeights(); !s.ok()) KVF_LOG_WARN("%s", s.message().c_str());
-  }
-  e->model_->SetMlaAttention(static_cast<model::MlaAttention>(c.mla_attention));
-  KVF_ASSIGN_OR_RETURN(e->tok_, tokenizer::Tokenizer::FromGguf(e->model_->file()));
-  const model::ModelConfig& mc = e->model_->config();
-  e->max_len_ = c.max_model_len > 0 ? c.max_model_len : std::min<int64_t>(mc.n_ctx_train, 8192);
-  if (!c.chunked_prefill && c.max_num_batched_tokens < e->max_len_)
-    return Status::InvalidArgument(
-        StrFormat("without chunked prefill max_num_batched_tokens (%lld) must be at "
-                  "least max_model_len (%lld)",
-                  (long long)c.max_num_batched_tokens, (long long)e->max_len_));
-  KVF_RETURN_IF_ERROR(ValidateKvPolicy(c.kv_policy).WithContext("kv_policy"));
-  KVF_ASSIGN_OR_RETURN(kvstore::PagedKvCacheConfig kc, engine::MakeKvCacheConfig(mc, c));
-  KVF_ASSIGN_OR_RETURN(const uint64_t per_block, engine::KvBlockBytes(kc));
-  uint64_t weight_bytes = 0;
-  for (const auto& t : e->model_->file().tensors()) weight_bytes += t.nbytes;
-  const int64_t blocks_per_ctx = (e->max_len_ + kc.store.block_tokens - 1) / kc.store.block_tokens;
-  // Default pool: a full context for every sequence the scheduler may run, capped at 40% of the
-  // memory available at start (minus the weights), and never less than one full context.
-  int64_t default_blocks = blocks_per_ctx * c.max_num_seqs;
-  if (const uint64_t avail = engine::AvailableMemoryBytes(); avail > 0) {
-    const double cap = 0.4 * static_cast<double>(avail) - static_cast<double>(weight_bytes);
-    default_blocks = std::min<int64_t>(
-        default_blocks, static_cast<int64_t>(std::max(0.0, cap) / static_cast<double>(per_block)));
-  }
-  default_blocks = std::max(default_blocks, blocks_per_ctx);
-  KVF_ASSIGN_OR_RETURN(kc.store.num_blocks,
-                       engine::KvBlocksForBudget(c.kv_cache_memory_bytes, c.memory_utilization,
-                                                 per_block, weight_bytes, default_blocks));
-  kc.prefix_caching = c.enable_prefix_caching && !c.contiguous_kv;
-  kc.prefix_mode = c.prefix_cache_mode == PrefixCacheMode::kRadix ? kvmeta::PrefixCacheMode::kRadix
-                                                                  : kvmeta::PrefixCacheMode::kHash;
-  KVF_ASSIGN_OR_RETURN(e->cache_, kvstore::PagedKvCache::Create(kc));
-  KVF_RETURN_IF_ERROR(engine::CheckPolicyFitsCache(c.kv_policy, *e->cache_));
+  KVF_ASSIGN_OR_RETURN(engine::EngineResources res,
+                       engine::CreateEngineResources(
+                           c, concurrent_sequences > 0 ? concurrent_sequences : c.max_num_seqs));
+  e->info_ = engine::DescribeModel(res);
+  e->max_len_ = res.max_model_len;
+  const uint64_t per_block = res.block_bytes;
+  e->model_ = std::move(res.model);
+  e->tok_ = std::move(res.tok);
+  e->cache_ = std::move(res.cache);
+  e->pool_ = std::move(res.pool);
   const int64_t swap_blocks = c.preemption_mode == PreemptionMode::kSwap
                                   ? static_cast<int64_t>(c.swap_space_bytes / per_block)
                                   : 0;
@@ -124,13 +91,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
   sc.prefix_prefetch_requests = c.kv_offload_prefetch_requests;
   KVF_RETURN_IF_ERROR(sc.Validate());
   e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
-  e->pool_ = std::make_unique<kernels::ThreadPool>(c.threads);
   e->grammars_ = std::make_unique<engine::GrammarCache>(*e->tok_);
-  KVF_RETURN_IF_ERROR(engine::CalibrateKvAtStartup(*e->model_, *e->tok_, *e->cache_, *e->pool_,
-                                                   e->max_len_, c.kv_scales));
-  KVF_LOG_INFO("%s%s, prefix caching %s", engine::DescribeKvCache(*e->cache_).c_str(),
-               c.contiguous_kv ? ", contiguous reservation per sequence" : "",
-               e->cache_->prefix_cache() ? ConfigName(c.prefix_cache_mode) : "off");
   if (e->offload_) KVF_LOG_INFO("%s", e->offload_->Describe().c_str());
   return e;
 }
@@ -194,7 +155,8 @@ Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt,
       kv, static_cast<int64_t>(prompt.size()), params.max_tokens, cache_->block_tokens(), max_len_);
   if (need > max_len_)
     return Status::InvalidArgument(StrFormat(
-        "this request needs %lld tokens (prompt %zu + max_tokens %d) but max_model_len is %lld",
+        "this request needs %lld tokens (prompt %zu + max_tokens %d) but the context holds %lld "
+        "(max_model_len)",
         (long long)need, prompt.size(), params.max_tokens, (long long)max_len_));
   const int64_t width = params.beam_width > 1 ? params.beam_width : params.n;
   const int64_t blocks =
@@ -234,6 +196,9 @@ Result<int64_t> EngineCore::AddRequest(std::vector<int32_t> prompt, const Sampli
   nr.max_new_tokens = params.max_tokens;
   nr.priority = priority;
   nr.num_seqs = width;
+  nr.max_kv_tokens =
+      engine::ContextTokensNeeded(params.kv_policy.value_or(cfg_.kv_policy), nr.prompt_tokens,
+                                  params.max_tokens, cache_->block_tokens(), max_len_);
   if (Status s = sched_->AddRequest(nr); !s.ok()) {
     seq_owner_.erase(r->seqs[0]->id);
     return s;
@@ -468,6 +433,7 @@ Status EngineCore::ApplyKvPolicies(const sched::StepPlan& plan) {
     if (s->index == 0) {
       r.metrics.kv_evicted_tokens = s->evict->evicted_tokens();
       r.metrics.kv_peak_tokens = s->evict->peak_slots();
+      r.metrics.kv_final_tokens = cache_->NumTokens(ch.seq);
     }
   }
   return Status::Ok();

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/engine_resources.h"
 #include "engine/kv_eviction.h"
 #include "engine/kv_offload.h"
 #include "engine/kv_space_adapter.h"
@@ -33,7 +34,10 @@ namespace kvforge {
 
 class EngineCore {
  public:
-  static Result<std::unique_ptr<EngineCore>> Create(const EngineConfig& config);
+  // `concurrent_sequences`: how many sequences the default KV pool holds full contexts for
+  // (engine_resources.h); 0: max_num_seqs. The synchronous Engine passes 1.
+  static Result<std::unique_ptr<EngineCore>> Create(const EngineConfig& config,
+                                                    int64_t concurrent_sequences = 0);
   ~EngineCore();
 
   // `id` 0 picks the next free id; a caller-chosen id must be unique.
@@ -61,6 +65,19 @@ class EngineCore {
   }
   int64_t PeakUnsharedBlocks() const { return peak_unshared_blocks_; }
 
+  // --- scoring (engine_scoring.cc): teacher-forced forward passes over one sequence outside
+  // the scheduler, for perplexity and KV evaluation; the engine must be idle (kFailedPrecondition
+  // otherwise). The contracts are kvforge::Engine's (kvforge/engine.h).
+  Result<std::vector<float>> LogitsFor(const std::vector<int32_t>& tokens);
+  Result<std::vector<float>> LogitsAll(const std::vector<int32_t>& tokens,
+                                       const std::vector<int64_t>& steps);
+  Status ScoreStream(const std::vector<int32_t>& tokens, const Engine::StreamScoreCallback& cb);
+  Result<PerplexityResult> Perplexity(const std::string& text, const PerplexityOptions& options);
+  const Engine::EvictionSummary& last_eviction() const { return last_eviction_; }
+  Status SaveKvScales(const std::string& path) const;
+
+  const ModelInfo& info() const { return info_; }
+  int num_threads() const { return pool_->num_threads(); }
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
   const model::ModelConfig& model_config() const { return model_->config(); }
   int64_t max_model_len() const { return max_len_; }
@@ -83,7 +100,7 @@ class EngineCore {
     std::string delta_text;
     std::vector<int32_t> delta_ids;
     std::vector<float> pending_logprobs;  // beam search: log-softmax waiting for the other beams
-    std::unique_ptr<engine::SeqEviction> evict;  // the request's KV policy (null: keeps all)
+    std::unique_ptr<engine::SeqEviction> evict;      // the request's KV policy (null: keeps all)
     std::optional<engine::SequenceGrammar> grammar;  // structured outputs (unset: free text)
   };
   struct Request {
@@ -118,6 +135,11 @@ class EngineCore {
   void Emit(Request& r, bool final);
   RequestOutput BuildOutput(Request& r, bool final);
   void FinishBeamRequest(Request& r);
+  // Scoring: one forward of `batch` (one chunk of the scoring sequence at token index
+  // `token_pos`), compacting it afterwards under `evict` when set.
+  Status ScoringForward(model::Batch& batch, int64_t token_pos, engine::SeqEviction* evict,
+                        std::vector<float>* logits);
+  Status RequireIdle() const;
 
   EngineConfig cfg_;
   std::unique_ptr<model::Model> model_;
@@ -143,6 +165,8 @@ class EngineCore {
   int64_t peak_unshared_blocks_ = 0;
   std::vector<float> logits_;
   int64_t kv_compactions_ = 0;
+  ModelInfo info_;
+  Engine::EvictionSummary last_eviction_;
 };
 
 }  // namespace kvforge

@@ -181,7 +181,9 @@ Status Scheduler::AddRequest(const NewRequest& nr) {
   }
   // Worst case: every sequence holds prompt + max_new_tokens privately (a recompute of forked
   // sequences re-prefills each one on its own).
-  const int64_t per_seq = m.kv->BlocksToGrow(nr.seq, nr.prompt_tokens + nr.max_new_tokens);
+  const int64_t most = nr.prompt_tokens + nr.max_new_tokens;
+  const int64_t per_seq =
+      m.kv->BlocksToGrow(nr.seq, nr.max_kv_tokens > 0 ? std::min(nr.max_kv_tokens, most) : most);
   const int64_t total = m.kv->num_total_blocks();
   if (per_seq > total / nr.num_seqs) {
     return Status::ResourceExhausted(

@@ -129,6 +129,9 @@ struct NewRequest {
   int64_t max_new_tokens = 0;  // >= 1: prompt + max_new_tokens is what the request may need
   int32_t priority = 0;        // lower value is served first under Policy::kPriority
   int32_t num_seqs = 1;        // sequences after the prompt (n / beam width), 1..max_num_seqs
+  // The most KV slots one of its sequences holds (a KV eviction policy bounds it below prompt +
+  // max_new_tokens); 0: prompt_tokens + max_new_tokens. Admission's capacity check uses it.
+  int64_t max_kv_tokens = 0;
 };
 
 // One scheduled span: tokens [pos0, pos0 + num_tokens) of sequence `seq`.

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "base/strings.h"
+#include "kvforge/config_names.h"
 #include "server/json_fields.h"
 #include "server/openai_structured.h"
 #include "server/openai_tools.h"
@@ -49,6 +50,13 @@ Status json_fields::ParseObject(std::string_view body, int max_depth, json* out)
 
 namespace {
 
+// SetKvPolicyParam's "unknown ... (name, budget, ...)" as this codec words it, with "seed".
+std::string UnknownPolicyKey(const std::string& key, const std::string& message) {
+  std::string names = message.substr(message.find('(') + 1);
+  if (!names.empty() && names.back() == ')') names.pop_back();
+  return "unknown field 'kv_policy." + key + "' (" + names + ", seed)";
+}
+
 // "kv_policy": a name ("snapkv", with the budget in "kv_budget") or an object {"name", "budget",
 // "sinks", "window", "pool_kernel", "beta", "seed", "heads"}; kvforge's extension, checked like the
 // rest.
@@ -65,29 +73,27 @@ Status ParseKvPolicyField(const Fields& f, std::string* param, SamplingParams* p
     name = v->get<std::string>();
     KVF_RETURN_IF_ERROR(f.Number("kv_budget", 0, 1e9, true, &budget));
   } else if (v->is_object()) {
+    // Our own object, read through the option table (SetKvPolicyParam): a misspelt key would
+    // silently fall back to a default, so it is refused.
     Fields pf(*v, param, "kv_policy.");
-    // Our own object: a misspelt key would silently fall back to a default, so it is refused.
-    static constexpr std::string_view kKeys[] = {"name",        "budget", "sinks", "window",
-                                                 "pool_kernel", "beta",   "seed",  "heads"};
-    for (const auto& item : v->items())
-      if (std::find(std::begin(kKeys), std::end(kKeys), item.key()) == std::end(kKeys))
-        return pf.Fail(item.key().c_str(), "unknown field 'kv_policy." + item.key() +
-                                               "' (name, budget, sinks, window, pool_kernel, "
-                                               "beta, seed, heads)");
-    KVF_RETURN_IF_ERROR(pf.String("name", &name));
-    if (name.empty()) return pf.Fail("name", "'kv_policy.name' is required");
-    KVF_RETURN_IF_ERROR(pf.Number("budget", 0, 1e9, true, &budget));
-    KVF_RETURN_IF_ERROR(pf.Int32("sinks", 0, 1 << 20, &policy.sinks));
-    KVF_RETURN_IF_ERROR(pf.Int32("window", -1, 1 << 20, &policy.window));
-    KVF_RETURN_IF_ERROR(pf.Int32("pool_kernel", 1, 1023, &policy.pool_kernel));
-    KVF_RETURN_IF_ERROR(pf.Number("beta", 1, 1e6, false, &policy.beta));
-    std::string heads;
-    KVF_RETURN_IF_ERROR(pf.String("heads", &heads));
-    if (!heads.empty()) {
-      Result<KvHeadSelection> h = ParseKvHeadSelection(heads);
-      if (!h.ok()) return pf.Fail("heads", h.error().message());
-      policy.heads = *h;
+    for (const auto& item : v->items()) {
+      const std::string& key = item.key();
+      if (key == "seed") continue;
+      const json& val = item.value();
+      if (!val.is_string() && !val.is_number())
+        return pf.WrongType(key.c_str(), "a number or a name", val);
+      const std::string text = val.is_string() ? val.get<std::string>() : val.dump();
+      if (key == "name") {
+        name = text;
+        continue;
+      }
+      if (Status st = SetKvPolicyParam(&policy, key, text); !st.ok())
+        return pf.Fail(key.c_str(), st.code() == StatusCode::kNotFound
+                                        ? UnknownPolicyKey(key, st.message())
+                                        : st.message());
     }
+    if (name.empty()) return pf.Fail("name", "'kv_policy.name' is required");
+    budget = static_cast<float>(policy.budget);
     bool given = false;
     int64_t seed = 0;
     KVF_RETURN_IF_ERROR(pf.Int("seed", 0, std::numeric_limits<int64_t>::max(), &given, &seed));

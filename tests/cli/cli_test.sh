@@ -172,7 +172,7 @@ check "run kv-cache-dtype alias" 0 "$KVF" run --prompt "Hi" --max-tokens 4 --kv-
 contains "alias sets the dtypes" "$TMP/err" "KV cache: k=q8_0,v=int8"
 check "bench preemption-mode alias" 0 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --preemption-mode swap --kv-cache-memory-bytes 4MiB --no-progress
 check "serve help lists aliases" 0 "$KVF" serve --help
-contains "serve help alias" "$TMP/out" "the same as --kv-dtype"
+contains "serve help alias" "$TMP/out" "the same as --kv-cache-dtype"
 # KV offload tiers: serve and bench throughput take them; a second run on the same disk directory
 # loads what the first stored; bad values are refused before any work.
 check "bench offload disk cold" 0 "$KVF" bench throughput --workload multi-turn --num-prompts 8 --turns 3 --input-len 48 --output-len 16 --kv-cache-memory 160KiB --kv-offload-disk "$TMP/tiers:16MiB" --kv-offload-ram 64KiB --kv-offload-chunk 32 --no-progress --json
@@ -183,7 +183,7 @@ contains "bench offload text" "$TMP/out" "kv offload:"
 if grep -qE 'disk [1-9][0-9]*/' "$TMP/out"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: warm run had no disk hits"; cat "$TMP/out"; fi
 check "serve help offload" 0 "$KVF" serve --help
 contains "serve help lists offload" "$TMP/out" "--kv-offload-disk"
-check "run has no offload" 2 "$KVF" run --prompt hi --kv-offload-ram 1MiB
+check "run with an offload tier" 0 "$KVF" run --prompt hi --max-tokens 4 --kv-offload-ram 1MiB
 check "offload bad disk size" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-disk "$TMP/t2:lots" --no-progress
 contains "offload bad size message" "$TMP/err" "bad size 'lots'"
 check "offload bad compression" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-compression gzip --no-progress

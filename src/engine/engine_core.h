@@ -1,10 +1,16 @@
 // engine/engine_core.h — the continuous-batching engine loop, single-threaded and step-driven.
 //
-// Owns the model, tokenizer, paged KV cache, scheduler and thread pool. Step() runs one
-// iteration: Schedule() -> one batched Forward over every scheduled chunk (prefill chunks and
-// decode tokens of many sequences) -> sampling (per sequence, or beam search per request) ->
-// OnStepDone -> output callbacks. Parallel sampling (n > 1) prefills once and forks the
-// prompt's blocks; beam search forks/drops beams on shared blocks.
+// Owns the model, tokenizer, paged KV cache, scheduler and thread pool. Step() (engine_step.cc)
+// runs one iteration as named stages, each value in / value out:
+//   plan    = scheduler's Schedule()     (its plan/commit protocol: an uncommitted plan is redone)
+//   batch   = BuildBatch(plan)           reads the requests, changes nothing
+//   logits  = RunForward(batch)          writes KV only into the plan's uncommitted slots
+//   choices = ChooseTokens(batch)        sampling, n > 1 forks and beam search decided, not applied
+//   CommitStep(plan, batch, choices)     KV policies, forks, tokens, OnStepDone, outputs
+//   RecordStepMetrics(plan)
+// so an error before the commit leaves every request as it was, and the next Step() redoes the
+// same plan. Parallel sampling (n > 1) prefills once and forks the prompt's blocks; beam search
+// forks/drops beams on shared blocks.
 // Thread-safety: engine thread only (AsyncEngine wraps it with a thread and a queue).
 #pragma once
 
@@ -53,6 +59,10 @@ class EngineCore {
   // Every block's use, the prefix cache's entries (at most max_prefix_entries) and the requests
   // holding KV (kv_snapshot.cc).
   KvSnapshot Snapshot(size_t max_prefix_entries) const;
+  // Tests: the next Step() fails with kInternal right after this stage, as a real error there
+  // would (the stage-failure test checks that the engine is left as it was).
+  enum class StepStage { kBuildBatch, kForward, kChooseTokens };
+  void InjectStepFaultForTesting(StepStage stage) { injected_fault_ = stage; }
   // Average, over steps so far, of live tokens / reserved KV slots (memory utilization).
   double MeanKvUtilization() const {
     return util_steps_ ? util_sum_ / static_cast<double>(util_steps_) : 0;
@@ -119,19 +129,89 @@ class EngineCore {
     std::vector<int32_t> end_tokens;                  // for the sequences' grammars
   };
 
+  // A sampled chunk's logits row (row i of the forward's output).
+  struct SampledRow {
+    int64_t request = 0;
+    int64_t seq = 0;
+  };
+  struct StepBatch {
+    model::Batch batch;
+    std::vector<SampledRow> sampled;  // in logits-row order
+    int64_t prefill_tokens = 0;
+    Clock::time_point planned_at;
+  };
+  // A token chosen for a sequence (-1: nothing may be sampled, the sequence ends), with its
+  // log-probability and alternatives when the request asked for logprobs.
+  struct TokenChoice {
+    int64_t seq = 0;
+    int32_t token = -1;
+    float logprob = 0;
+    std::vector<std::pair<int32_t, float>> top;
+  };
+  // n > 1 at the end of the prompt: completion `index` forks the parent, with its own sampler
+  // (already drawn from) and first token.
+  struct ForkChoice {
+    int32_t index = 0;
+    std::unique_ptr<sampling::Sampler> sampler;
+    TokenChoice choice;
+  };
+  struct BeamCandidate {
+    size_t parent = 0;  // index into the request's live beams
+    int32_t token = 0;
+    double score = 0;
+  };
+  // One beam request's step: the next beams and the hypotheses that ended, or (waiting for a
+  // beam's distribution) only this step's log-softmax rows to keep.
+  struct BeamChoice {
+    int64_t request = 0;
+    bool decided = false;
+    std::vector<std::pair<int64_t, std::vector<float>>> pending;  // seq -> log-softmax [n_vocab]
+    std::vector<BeamCandidate> next, done;
+    bool stop = false;
+  };
+  struct RowChoice {
+    int64_t request = 0;
+    std::vector<ForkChoice> forks;  // applied before the parent's own token
+    TokenChoice choice;
+  };
+  struct StepChoices {
+    std::vector<RowChoice> rows;  // non-beam sampled rows, in order
+    std::vector<BeamChoice> beams;
+  };
+
   EngineCore() = default;
   Seq* FindSeq(Request& r, int64_t seq);
+  const Seq* FindSeq(const Request& r, int64_t seq) const;
   std::unique_ptr<Seq> NewSeq(const Request& r, int32_t index);
   std::unique_ptr<Seq> CloneSeq(const Request& r, const Seq& from, int32_t index);
-  // Masks `logits` by the sequence's grammar, then samples; -1 when nothing may be sampled.
-  int32_t SampleToken(Seq& s, float* logits);
-  // Appends a sampled token to a (non-beam) sequence: stop strings, EOS, max_tokens, the end of
+  // --- the step's stages (engine_step.cc) ---
+  Result<StepBatch> BuildBatch(const sched::StepPlan& plan) const;
+  Status RunForward(StepBatch& batch);
+  Result<StepChoices> ChooseTokens(const StepBatch& batch);
+  Status CommitStep(const sched::StepPlan& plan, const StepBatch& batch, StepChoices choices);
+  void RecordStepMetrics(const sched::StepPlan& plan, Clock::time_point step_start);
+  Status InjectedFault(StepStage after);
+  // Copies of the KV policy state of the plan's sequences (Step restores them on a failure).
+  std::vector<std::pair<Seq*, std::unique_ptr<engine::SeqEviction>>> SavePolicies(
+      const sched::StepPlan& plan);
+  // ChooseTokens' parts: one row's token (masked by the grammar, then sampled), and a beam
+  // request's candidates from every live beam's log-softmax row.
+  TokenChoice ChooseToken(const Request& r, int64_t seq, sampling::Sampler& sampler,
+                          std::optional<engine::SequenceGrammar>& grammar,
+                          const std::vector<int32_t>& history, float* logits) const;
+  BeamChoice DecideBeams(const Request& r, const std::vector<const std::vector<float>*>& lp) const;
+  // CommitStep's parts.
+  void NoteFirstSchedule(const sched::StepPlan& plan, Clock::time_point at);
+  void NoteTokenTimes(const StepBatch& batch);
+  // Appends a chosen token to a (non-beam) sequence: stop strings, EOS, max_tokens, the end of
   // its grammar; token -1 ends the sequence with "stop".
-  void AppendToken(Request& r, Seq& s, int32_t token, const float* raw_logits);
+  void AppendToken(Request& r, Seq& s, const TokenChoice& choice);
   void FinishSeq(Seq& s, FinishReason reason);
-  Status ProcessBeams(Request& r, std::vector<sched::SeqOutcome>* outcomes);
+  Status CommitBeams(Request& r, BeamChoice& choice, std::vector<sched::SeqOutcome>* outcomes);
   // After the forward: each scheduled sequence with a KV policy compacts if its policy says so.
   Status ApplyKvPolicies(const sched::StepPlan& plan);
+  void FinishRequests(const std::vector<sched::RequestOutcome>& done,
+                      const std::vector<int64_t>& drops);
   void Emit(Request& r, bool final);
   RequestOutput BuildOutput(Request& r, bool final);
   void FinishBeamRequest(Request& r);
@@ -167,6 +247,7 @@ class EngineCore {
   int64_t kv_compactions_ = 0;
   ModelInfo info_;
   Engine::EvictionSummary last_eviction_;
+  std::optional<StepStage> injected_fault_;
 };
 
 }  // namespace kvforge

@@ -1,19 +1,19 @@
 // kvstore/disk_tier.cc — the local-disk tier: one checksummed record file per chunk.
 //
 // Layout: <dir>/<fingerprint hex>/<key a><key b>.kvc. Records of another model or format live in
-// another subdirectory and are never read. The index (key -> size, LRU position) is in memory,
-// rebuilt from the directory listing at start; file I/O runs outside the index lock, so a read
-// racing an eviction of the same file is a miss, not an error that reaches the caller.
+// another subdirectory and are never read. The index (key -> size, LRU position; a TierLruIndex,
+// kvstore/tier_lru_index.h) is in memory, rebuilt from the directory listing at start; file I/O
+// runs outside the index lock, so a read racing an eviction of the same file is a miss, not an
+// error that reaches the caller.
 #include <algorithm>
 #include <chrono>
-#include <list>
 #include <mutex>
-#include <unordered_map>
 
 #include "base/strings.h"
 #include "kvstore/kv_tier.h"
 #include "kvstore/tier_counting.h"
 #include "kvstore/tier_files.h"
+#include "kvstore/tier_lru_index.h"
 
 namespace kvforge::kvstore {
 namespace {
@@ -44,6 +44,7 @@ class DiskTier final : public CountingTier {
   DiskTier(std::string dir, uint64_t capacity, uint64_t fingerprint,
            std::shared_ptr<TierFiles> files)
       : CountingTier("disk", capacity),
+        index_(capacity),
         dir_(std::move(dir)),
         fingerprint_(fingerprint),
         files_(std::move(files)) {}
@@ -61,17 +62,11 @@ class DiskTier final : public CountingTier {
         continue;
       }
       if (!ParseName(e.name, &key)) continue;
-      lru_.push_back(key);  // newest first, as entries are sorted
-      map_[key] = Entry{e.size, std::prev(lru_.end())};
-      stats_.used_bytes += e.size;
+      index_.InsertLeastRecent(key, e.size);  // newest first, as entries are sorted
     }
-    std::vector<TierKey> drop;
-    while (stats_.used_bytes > stats_.capacity_bytes && !lru_.empty()) {
-      drop.push_back(lru_.back());
-      EraseLocked(lru_.back());
-    }
-    for (const TierKey& k : drop) (void)files_->Remove(Path(k));
-    stats_.chunks = static_cast<int64_t>(map_.size());
+    // Trimmed to a capacity smaller than last run's; not counted as evictions.
+    RemoveFiles(index_.MakeRoom(0));
+    SyncHoldingsLocked();  // no lock needed: the tier is not shared yet
     return Status::Ok();
   }
 
@@ -83,26 +78,30 @@ class DiskTier final : public CountingTier {
       return Status::ResourceExhausted("disk tier: record larger than the tier");
     }
     // Make room first, so the directory never holds more than the capacity.
+    // Until the write succeeded the key is not in the index: a Get meanwhile is a plain miss.
     std::vector<TierKey> drop;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      EraseLocked(key);
-      while (stats_.used_bytes + record.size() > stats_.capacity_bytes && !lru_.empty()) {
-        drop.push_back(lru_.back());
-        EraseLocked(lru_.back());
-        ++stats_.evictions;
-      }
+      index_.Erase(key);
+      drop = index_.MakeRoom(record.size());
+      stats_.evictions += static_cast<int64_t>(drop.size());
+      SyncHoldingsLocked();
     }
-    for (const TierKey& k : drop) (void)files_->Remove(Path(k));
+    RemoveFiles(drop);
     Status s = files_->WriteAtomic(Path(key), record);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!s.ok()) {
-      ++stats_.errors;
-      return s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!s.ok()) {
+        ++stats_.errors;
+        return s;
+      }
+      // Drops nothing unless another Put filled the room made above while this one wrote.
+      drop = index_.Insert(key, record.size());
+      stats_.evictions += static_cast<int64_t>(drop.size());
+      CountPut(&stats_, record.size(), static_cast<int64_t>(index_.count()), t0);
+      SyncHoldingsLocked();
     }
-    lru_.push_front(key);
-    map_[key] = Entry{record.size(), lru_.begin()};
-    CountPut(&stats_, record.size(), static_cast<int64_t>(map_.size()), t0);
+    RemoveFiles(drop);
     return Status::Ok();
   }
 
@@ -110,19 +109,18 @@ class DiskTier final : public CountingTier {
     const auto t0 = std::chrono::steady_clock::now();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = map_.find(key);
-      if (it == map_.end()) {
+      if (index_.Touch(key) == nullptr) {
         ++stats_.misses;
         return std::nullopt;
       }
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
     }
     Result<std::vector<uint8_t>> r = files_->Read(Path(key));
     std::lock_guard<std::mutex> lock(mu_);
     if (!r.ok()) {
       ++stats_.errors;
       ++stats_.misses;
-      EraseLocked(key);  // the file is gone or unreadable: forget it
+      index_.Erase(key);  // the file is gone or unreadable: forget it
+      SyncHoldingsLocked();
       return std::nullopt;
     }
     CountHit(&stats_, r->size(), t0);
@@ -131,22 +129,18 @@ class DiskTier final : public CountingTier {
 
   bool Contains(const TierKey& key) const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return map_.count(key) != 0;
+    return index_.Find(key) != nullptr;
   }
   void Erase(const TierKey& key) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      EraseLocked(key);
+      index_.Erase(key);
+      SyncHoldingsLocked();
     }
     (void)files_->Remove(Path(key));
   }
 
  private:
-  struct Entry {
-    uint64_t size = 0;
-    std::list<TierKey>::iterator lru;
-  };
-
   std::string Path(const TierKey& k) const {
     return StrFormat("%s/%016llx%016llx%s", dir_.c_str(), (unsigned long long)k.a,
                      (unsigned long long)k.b, kSuffix);
@@ -158,20 +152,21 @@ class DiskTier final : public CountingTier {
     return ParseHex64(std::string_view(name).substr(0, 16), &key->a) &&
            ParseHex64(std::string_view(name).substr(16, 16), &key->b);
   }
-  void EraseLocked(const TierKey& key) {
-    auto it = map_.find(key);
-    if (it == map_.end()) return;
-    stats_.used_bytes -= it->second.size;
-    lru_.erase(it->second.lru);
-    map_.erase(it);
-    stats_.chunks = static_cast<int64_t>(map_.size());
+  // The index is the truth for what is held; CountPut's own used_bytes addition is overwritten.
+  void SyncHoldingsLocked() {
+    stats_.used_bytes = index_.used_bytes();
+    stats_.chunks = static_cast<int64_t>(index_.count());
+  }
+  // Deletes dropped records' files; called without the lock (file I/O). A file already gone is
+  // no error: the index has forgotten it either way.
+  void RemoveFiles(const std::vector<TierKey>& keys) {
+    for (const TierKey& k : keys) (void)files_->Remove(Path(k));
   }
 
+  TierLruIndex index_;  // key -> file size, by recency; guarded by mu_
   const std::string dir_;
   const uint64_t fingerprint_;
   std::shared_ptr<TierFiles> files_;
-  std::list<TierKey> lru_;  // most recent first; guarded by mu_
-  std::unordered_map<TierKey, Entry, TierKeyHash> map_;
 };
 
 }  // namespace

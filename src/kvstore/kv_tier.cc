@@ -1,12 +1,11 @@
 #include "kvstore/kv_tier.h"
 
 #include <chrono>
-#include <list>
 #include <mutex>
-#include <unordered_map>
 
 #include "base/strings.h"
 #include "kvstore/tier_counting.h"
+#include "kvstore/tier_lru_index.h"
 
 namespace kvforge::kvstore {
 
@@ -29,10 +28,10 @@ std::string KvTier::Describe() const {
 
 namespace {
 
-// Records in host memory with an LRU list; `used` counts record bytes.
+// Records in host memory, held in the LRU index's payloads; `used` counts record bytes.
 class RamTier final : public CountingTier {
  public:
-  explicit RamTier(uint64_t capacity) : CountingTier("ram", capacity) {}
+  explicit RamTier(uint64_t capacity) : CountingTier("ram", capacity), index_(capacity) {}
 
   Status Put(const TierKey& key, const std::vector<uint8_t>& record) override {
     const auto t0 = std::chrono::steady_clock::now();
@@ -41,56 +40,44 @@ class RamTier final : public CountingTier {
       ++stats_.errors;
       return Status::ResourceExhausted("ram tier: record larger than the tier");
     }
-    EraseLocked(key);
-    while (stats_.used_bytes + record.size() > stats_.capacity_bytes && !lru_.empty()) {
-      EraseLocked(lru_.back());
-      ++stats_.evictions;
-    }
-    lru_.push_front(key);
-    map_[key] = Entry{record, lru_.begin()};
-    CountPut(&stats_, record.size(), static_cast<int64_t>(map_.size()), t0);
+    // The dropped records' bytes go with their index entries: nothing else to delete.
+    stats_.evictions += static_cast<int64_t>(index_.Insert(key, record.size(), record).size());
+    CountPut(&stats_, record.size(), static_cast<int64_t>(index_.count()), t0);
+    SyncHoldingsLocked();
     return Status::Ok();
   }
 
   std::optional<std::vector<uint8_t>> Get(const TierKey& key) override {
     const auto t0 = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(key);
-    if (it == map_.end()) {
+    const TierLruIndex::Entry* e = index_.Touch(key);
+    if (e == nullptr) {
       ++stats_.misses;
       return std::nullopt;
     }
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
-    std::vector<uint8_t> out = it->second.record;
-    CountHit(&stats_, it->second.record.size(), t0);
+    std::vector<uint8_t> out = e->payload;
+    CountHit(&stats_, e->payload.size(), t0);
     return out;
   }
 
   bool Contains(const TierKey& key) const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return map_.count(key) != 0;
+    return index_.Find(key) != nullptr;
   }
   void Erase(const TierKey& key) override {
     std::lock_guard<std::mutex> lock(mu_);
-    EraseLocked(key);
+    index_.Erase(key);
+    SyncHoldingsLocked();
   }
 
  private:
-  struct Entry {
-    std::vector<uint8_t> record;
-    std::list<TierKey>::iterator lru;
-  };
-  void EraseLocked(const TierKey& key) {
-    auto it = map_.find(key);
-    if (it == map_.end()) return;
-    stats_.used_bytes -= it->second.record.size();
-    lru_.erase(it->second.lru);
-    map_.erase(it);
-    stats_.chunks = static_cast<int64_t>(map_.size());
+  // The index is the truth for what is held; CountPut's own used_bytes addition is overwritten.
+  void SyncHoldingsLocked() {
+    stats_.used_bytes = index_.used_bytes();
+    stats_.chunks = static_cast<int64_t>(index_.count());
   }
 
-  std::list<TierKey> lru_;  // most recent first; guarded by mu_
-  std::unordered_map<TierKey, Entry, TierKeyHash> map_;
+  TierLruIndex index_;  // guarded by mu_
 };
 
 }  // namespace

@@ -41,6 +41,10 @@ class Sampler {
   static int32_t Argmax(const float* logits, int64_t n_vocab);
 
   uint64_t seed() const { return seed_; }
+  // The random stream's state, so that a caller can undo draws (the engine's step when it fails
+  // before its commit).
+  const std::mt19937_64& rng() const { return rng_; }
+  void set_rng(const std::mt19937_64& rng) { rng_ = rng; }
 
  private:
   SamplingParams p_;

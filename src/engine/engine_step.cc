@@ -1,0 +1,543 @@
+// engine_step.cc — EngineCore::Step as named stages (engine_core.h): BuildBatch -> RunForward ->
+// ChooseTokens -> CommitStep -> RecordStepMetrics. Nothing before CommitStep changes a request,
+// the scheduler's bookkeeping or a statistic; a failure there leaves the plan uncommitted, and
+// the scheduler schedules the same positions again.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/engine_core.h"
+
+namespace kvforge {
+
+namespace {
+
+// How long an idle Step waits for tier loads before it returns to its caller.
+constexpr std::chrono::milliseconds kIdleLoadWait{20};
+
+double Ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// log-softmax of a logits row [n].
+std::vector<float> LogSoftmax(const float* logits, int64_t n) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+  const float lse = mx + static_cast<float>(std::log(sum));
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = logits[i] - lse;
+  return out;
+}
+
+const char* StageName(EngineCore::StepStage s) {
+  switch (s) {
+    case EngineCore::StepStage::kBuildBatch:
+      return "build batch";
+    case EngineCore::StepStage::kForward:
+      return "forward";
+    case EngineCore::StepStage::kChooseTokens:
+      return "choose tokens";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Status EngineCore::InjectedFault(StepStage after) {
+  if (injected_fault_ != after) return Status::Ok();
+  injected_fault_.reset();
+  return Status::Internal(std::string("injected fault after the step's ") + StageName(after));
+}
+
+Status EngineCore::Step() {
+  const auto step_start = Clock::now();
+  sched::StepPlan plan = sched_->Schedule();
+  // The scheduler has preempted these already (its own state, whatever this step does).
+  for (int64_t id : plan.preempted)
+    if (auto it = requests_.find(id); it != requests_.end()) it->second->metrics.num_preemptions++;
+  if (plan.empty()) {
+    // Nothing to step but requests whose KV is on its way from the tiers: wait for the loader
+    // (bounded, so new requests and aborts are still seen) rather than spin.
+    if (offload_ && offload_->loads_pending()) offload_->WaitForLoads(kIdleLoadWait);
+    return Status::Ok();
+  }
+  // KV policies observe the forward (attention scores): a step that fails before its commit
+  // puts their state back, with everything else it did not change.
+  std::vector<std::pair<Seq*, std::unique_ptr<engine::SeqEviction>>> policies = SavePolicies(plan);
+  auto undo = [&](Status st) {
+    for (auto& [seq, saved] : policies) seq->evict = std::move(saved);
+    return st;
+  };
+  Result<StepBatch> batch = BuildBatch(plan);
+  if (!batch.ok()) return undo(batch.error());
+  if (Status st = InjectedFault(StepStage::kBuildBatch); !st.ok()) return undo(st);
+  if (Status st = RunForward(*batch); !st.ok()) return undo(st);
+  if (Status st = InjectedFault(StepStage::kForward); !st.ok()) return undo(st);
+  Result<StepChoices> choices = ChooseTokens(*batch);
+  if (!choices.ok()) return undo(choices.error());
+  KVF_RETURN_IF_ERROR(CommitStep(plan, *batch, std::move(*choices)));
+  RecordStepMetrics(plan, step_start);
+  return Status::Ok();
+}
+
+std::vector<std::pair<EngineCore::Seq*, std::unique_ptr<engine::SeqEviction>>>
+EngineCore::SavePolicies(const sched::StepPlan& plan) {
+  std::vector<std::pair<Seq*, std::unique_ptr<engine::SeqEviction>>> saved;
+  for (const auto& ch : plan.chunks) {
+    auto ow = seq_owner_.find(ch.seq);
+    if (ow == seq_owner_.end()) continue;
+    Seq* s = FindSeq(*requests_.at(ow->second), ch.seq);
+    if (s != nullptr && s->evict)
+      saved.emplace_back(s, std::make_unique<engine::SeqEviction>(*s->evict));
+  }
+  return saved;
+}
+
+// --- build batch ------------------------------------------------------------------------------
+
+Result<EngineCore::StepBatch> EngineCore::BuildBatch(const sched::StepPlan& plan) const {
+  StepBatch b;
+  b.planned_at = Clock::now();
+  for (const auto& ch : plan.chunks) {
+    auto ow = seq_owner_.find(ch.seq);
+    if (ow == seq_owner_.end()) return Status::Internal("scheduled an unknown sequence");
+    const Request& r = *requests_.at(ow->second);
+    const Seq* s = FindSeq(r, ch.seq);
+    if (s == nullptr || ch.pos0 + ch.num_tokens > static_cast<int64_t>(s->tokens.size()))
+      return Status::Internal("scheduled tokens the sequence does not have");
+    const int64_t begin = static_cast<int64_t>(b.batch.tokens.size());
+    b.batch.tokens.insert(b.batch.tokens.end(), s->tokens.begin() + ch.pos0,
+                          s->tokens.begin() + ch.pos0 + ch.num_tokens);
+    b.batch.seqs.push_back({ch.seq, ch.pos0, begin, ch.num_tokens, false, ch.sample});
+    if (s->evict) s->evict->PrepareChunk(*cache_, ch.pos0, &b.batch.seqs.back());
+    if (ch.is_prefill) b.prefill_tokens += ch.num_tokens;
+    if (ch.sample) b.sampled.push_back({r.id, ch.seq});
+  }
+  return b;
+}
+
+// --- forward ----------------------------------------------------------------------------------
+
+Status EngineCore::RunForward(StepBatch& b) {
+  // Writes KV only into the slots the (uncommitted) plan holds; logits_ [sampled rows][n_vocab].
+  return model_->Forward(b.batch, *cache_, ws_, *pool_, &logits_);
+}
+
+// --- choose tokens ----------------------------------------------------------------------------
+
+EngineCore::TokenChoice EngineCore::ChooseToken(const Request& r, int64_t seq,
+                                                sampling::Sampler& sampler,
+                                                std::optional<engine::SequenceGrammar>& grammar,
+                                                const std::vector<int32_t>& history,
+                                                float* logits) const {
+  const int64_t n_vocab = model_->config().n_vocab;
+  TokenChoice c;
+  c.seq = seq;
+  std::vector<float> raw;  // [n_vocab] before masking, for the logprobs
+  if (r.params.logprobs > 0) raw.assign(logits, logits + n_vocab);
+  if (!grammar || grammar->Mask(logits, n_vocab))
+    c.token = sampler.Sample(logits, n_vocab, history);
+  if (c.token >= 0 && r.params.logprobs > 0) {
+    std::vector<sampling::TokenLogprob> top;
+    c.logprob = sampling::Sampler::LogProb(raw.data(), n_vocab, c.token, &top, r.params.logprobs);
+    for (const auto& t : top) c.top.emplace_back(t.id, t.logprob);
+  }
+  return c;
+}
+
+Result<EngineCore::StepChoices> EngineCore::ChooseTokens(const StepBatch& b) {
+  const int64_t n_vocab = model_->config().n_vocab;
+  StepChoices out;
+  // The draws below advance the samplers' streams; a failure before the commit puts them back.
+  std::vector<std::pair<sampling::Sampler*, std::mt19937_64>> drawn;
+  std::vector<int64_t> beam_requests;
+  std::vector<std::pair<int64_t, std::vector<float>>> beam_rows;  // seq -> log-softmax [n_vocab]
+  for (size_t i = 0; i < b.sampled.size(); ++i) {
+    Request& r = *requests_.at(b.sampled[i].request);
+    Seq& s = *FindSeq(r, b.sampled[i].seq);
+    float* row = logits_.data() + static_cast<int64_t>(i) * n_vocab;  // [n_vocab]
+    if (r.beam) {
+      sampling::Sampler::ApplyLogitBias(r.params, row, n_vocab);
+      if (s.grammar && !s.grammar->Mask(row, n_vocab)) {
+        // A dead end: the beam may only end (its EOS candidate closes the hypothesis).
+        row[tok_->eos() >= 0 && tok_->eos() < n_vocab ? tok_->eos() : 0] = 0.0f;
+      }
+      beam_rows.emplace_back(s.id, LogSoftmax(row, n_vocab));
+      if (std::find(beam_requests.begin(), beam_requests.end(), r.id) == beam_requests.end())
+        beam_requests.push_back(r.id);
+      continue;
+    }
+    RowChoice rc;
+    rc.request = r.id;
+    if (!r.forked && r.params.n > 1) {
+      // The prompt is done: n completions will share its blocks; each samples the same logits.
+      const std::vector<float> raw(row, row + n_vocab);
+      for (int32_t k = 1; k < r.params.n; ++k) {
+        SamplingParams p = r.params;
+        if (p.seed != 0xFFFFFFFFull) p.seed += static_cast<uint64_t>(k);  // as NewSeq seeds it
+        ForkChoice f;
+        f.index = k;
+        f.sampler = std::make_unique<sampling::Sampler>(p);
+        std::optional<engine::SequenceGrammar> grammar;
+        if (r.grammar) grammar.emplace(r.grammar, r.end_tokens, r.params.structured_outputs);
+        std::vector<float> l = raw;
+        f.choice = ChooseToken(r, 0, *f.sampler, grammar, r.prompt, l.data());
+        rc.forks.push_back(std::move(f));
+      }
+    }
+    drawn.emplace_back(s.sampler.get(), s.sampler->rng());
+    rc.choice = ChooseToken(r, s.id, *s.sampler, s.grammar, s.tokens, row);
+    out.rows.push_back(std::move(rc));
+  }
+  for (int64_t rid : beam_requests) {
+    const Request& r = *requests_.at(rid);
+    std::vector<const std::vector<float>*> lp;  // per live beam: this step's row, or kept
+    for (const auto& s : r.seqs) {
+      const std::vector<float>* row = s->pending_logprobs.empty() ? nullptr : &s->pending_logprobs;
+      for (const auto& [seq, v] : beam_rows)
+        if (seq == s->id) row = &v;
+      lp.push_back(row);
+    }
+    const bool all = std::all_of(lp.begin(), lp.end(), [](const auto* p) { return p != nullptr; });
+    BeamChoice bc;
+    if (all) bc = DecideBeams(r, lp);
+    bc.request = rid;
+    bc.decided = all;
+    for (auto& [seq, v] : beam_rows)
+      if (seq_owner_.at(seq) == rid) bc.pending.emplace_back(seq, std::move(v));
+    out.beams.push_back(std::move(bc));
+  }
+  if (Status s = InjectedFault(StepStage::kChooseTokens); !s.ok()) {
+    for (auto& [sampler, rng] : drawn) sampler->set_rng(rng);
+    return s;
+  }
+  return out;
+}
+
+EngineCore::BeamChoice EngineCore::DecideBeams(
+    const Request& r, const std::vector<const std::vector<float>*>& lp) const {
+  const int32_t width = r.params.beam_width;
+  const int64_t n_vocab = model_->config().n_vocab;
+  std::vector<BeamCandidate> cands;
+  const size_t per_beam = static_cast<size_t>(2 * width);
+  for (size_t b = 0; b < r.seqs.size(); ++b) {
+    const std::vector<float>& row = *lp[b];
+    std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+    for (int64_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    const size_t k = std::min(per_beam, ids.size());
+    std::partial_sort(
+        ids.begin(), ids.begin() + static_cast<long>(k), ids.end(), [&](int32_t a, int32_t c) {
+          return row[static_cast<size_t>(a)] > row[static_cast<size_t>(c)] ||
+                 (row[static_cast<size_t>(a)] == row[static_cast<size_t>(c)] && a < c);
+        });
+    for (size_t i = 0; i < k; ++i) {
+      // Tokens a grammar or logit_bias refused (-inf) are never candidates.
+      const float l = row[static_cast<size_t>(ids[i])];
+      if (l > -std::numeric_limits<float>::infinity())
+        cands.push_back({b, ids[i], r.seqs[b]->cum_logprob + l});
+    }
+    if (!r.forked) break;  // first step: all beams would be identical, expand only the prompt
+  }
+  std::stable_sort(cands.begin(), cands.end(), [](const BeamCandidate& a, const BeamCandidate& b) {
+    return a.score > b.score;
+  });
+  auto normalized = [&](double cum, int64_t len) {
+    return cum / std::pow(static_cast<double>(std::max<int64_t>(1, len)), r.params.length_penalty);
+  };
+  BeamChoice c;
+  for (const BeamCandidate& cand : cands) {
+    if (static_cast<int32_t>(c.next.size()) >= width) break;
+    // An end token closes a hypothesis (the EOS itself is not part of the output).
+    (r.seqs[cand.parent]->stop->IsEndToken(cand.token) ? c.done : c.next).push_back(cand);
+  }
+  // Stop when enough hypotheses are done and none of the live beams can beat the worst of them.
+  c.stop = c.next.empty();
+  if (!c.stop && static_cast<int32_t>(r.done_beams.size() + c.done.size()) >= width) {
+    std::vector<double> scores;
+    for (const auto& d : r.done_beams) scores.push_back(normalized(d->cum_logprob, d->n_generated));
+    for (const BeamCandidate& d : c.done)
+      scores.push_back(normalized(d.score, r.seqs[d.parent]->n_generated));
+    std::sort(scores.rbegin(), scores.rend());
+    const double worst = scores[static_cast<size_t>(width - 1)];
+    double best_live = -1e300;
+    for (const BeamCandidate& n : c.next)
+      best_live = std::max(best_live, normalized(n.score, r.seqs[n.parent]->n_generated + 1));
+    c.stop = best_live <= worst;
+  }
+  return c;
+}
+
+// --- commit -----------------------------------------------------------------------------------
+
+void EngineCore::NoteFirstSchedule(const sched::StepPlan& plan, Clock::time_point at) {
+  for (const auto& ch : plan.chunks) {
+    Request& r = *requests_.at(seq_owner_.at(ch.seq));
+    if (r.scheduled_once) continue;
+    r.scheduled_once = true;
+    r.first_scheduled = at;
+    r.metrics.queue_ms = Ms(at - r.arrival);
+    r.metrics.cached_tokens = std::max<int64_t>(0, sched_->NumCachedTokens(r.id));
+  }
+}
+
+void EngineCore::NoteTokenTimes(const StepBatch& b) {
+  const Clock::time_point t = Clock::now();
+  for (const SampledRow& row : b.sampled) {
+    Request& r = *requests_.at(row.request);
+    const bool first_seq = row.seq == r.seqs.front()->id;
+    if (!r.got_token) {
+      r.got_token = true;
+      r.first_token = t;
+      r.metrics.ttft_ms = Ms(t - r.arrival);
+    } else if (first_seq) {
+      r.metrics.itl_ms.push_back(Ms(t - r.last_token));
+    }
+    if (first_seq) r.last_token = t;
+  }
+}
+
+void EngineCore::FinishSeq(Seq& s, FinishReason reason) {
+  s.finished = true;
+  s.finish_reason = FinishReasonName(reason);
+  s.delta_text += s.stop->Flush();
+}
+
+void EngineCore::AppendToken(Request& r, Seq& s, const TokenChoice& c) {
+  if (c.token < 0) {
+    FinishSeq(s, FinishReason::kStop);
+    return;
+  }
+  if (r.params.logprobs > 0) {
+    s.token_logprobs.push_back(c.logprob);
+    s.top_logprobs.push_back(c.top);
+  }
+  s.cum_logprob += c.logprob;
+  engine::TokenOutcome out = s.stop->Accept(c.token, static_cast<int32_t>(s.n_generated));
+  if (out.keep_token) {
+    s.tokens.push_back(c.token);
+    s.n_generated++;
+    s.delta_ids.push_back(c.token);
+    generation_tokens_total_++;
+    r.metrics.generated_tokens++;
+  }
+  s.delta_text += out.text;
+  if (out.finished) {
+    s.finished = true;
+    s.finish_reason = FinishReasonName(out.reason);
+    return;
+  }
+  if (s.grammar && out.keep_token) {
+    s.grammar->Accept(c.token);
+    // A complete sentence that allows nothing more ends now, not one forward pass later.
+    if (s.grammar->MustEnd()) FinishSeq(s, FinishReason::kStop);
+  }
+}
+
+Status EngineCore::CommitStep(const sched::StepPlan& plan, const StepBatch& b, StepChoices c) {
+  ++steps_;
+  NoteFirstSchedule(plan, b.planned_at);
+  prompt_tokens_total_ += b.prefill_tokens;
+  // Before the forks, so that n > 1 completions fork the compacted prompt.
+  KVF_RETURN_IF_ERROR(ApplyKvPolicies(plan));
+  NoteTokenTimes(b);
+  std::vector<sched::SeqOutcome> seq_out;
+  std::vector<int64_t> touched;
+  std::vector<int64_t> drops;  // finished sequences whose siblings go on (n > 1): free their blocks
+  auto touch = [&](int64_t rid) {
+    if (std::find(touched.begin(), touched.end(), rid) == touched.end()) touched.push_back(rid);
+  };
+  for (RowChoice& rc : c.rows) {
+    Request& r = *requests_.at(rc.request);
+    touch(r.id);
+    Seq* s = FindSeq(r, rc.choice.seq);
+    if (!rc.forks.empty()) r.forked = true;
+    for (ForkChoice& f : rc.forks) {
+      auto child = NewSeq(r, f.index);
+      child->sampler = std::move(f.sampler);
+      KVF_RETURN_IF_ERROR(sched_->ForkSequence(r.id, s->id, child->id));
+      if (s->evict) child->evict = std::make_unique<engine::SeqEviction>(*s->evict);
+      AppendToken(r, *child, f.choice);
+      seq_out.push_back({child->id, child->n_generated > 0});
+      if (child->finished) drops.push_back(child->id);
+      r.seqs.push_back(std::move(child));
+    }
+    const size_t before = s->tokens.size();
+    AppendToken(r, *s, rc.choice);
+    seq_out.push_back({s->id, s->tokens.size() > before});
+    if (s->finished) drops.push_back(s->id);
+  }
+  for (BeamChoice& bc : c.beams) {
+    touch(bc.request);
+    KVF_RETURN_IF_ERROR(CommitBeams(*requests_.at(bc.request), bc, &seq_out));
+  }
+  std::vector<sched::RequestOutcome> req_out;
+  for (int64_t rid : touched) {
+    Request& r = *requests_.at(rid);
+    bool all = true;
+    for (auto& s : r.seqs) all = all && s->finished;
+    if (r.beam) all = r.seqs.empty();
+    req_out.push_back({rid, all});
+  }
+  KVF_RETURN_IF_ERROR(sched_->OnStepDone(plan, seq_out, req_out));
+  FinishRequests(req_out, drops);
+  return Status::Ok();
+}
+
+void EngineCore::FinishRequests(const std::vector<sched::RequestOutcome>& outcomes,
+                                const std::vector<int64_t>& drops) {
+  for (const auto& ro : outcomes) {
+    Request& r = *requests_.at(ro.request);
+    if (!ro.finished) {
+      for (int64_t sid : drops)
+        if (seq_owner_.count(sid) && seq_owner_.at(sid) == r.id && r.seqs.size() > 1)
+          (void)sched_->DropSequence(r.id, sid);
+      Emit(r, false);
+      continue;
+    }
+    r.metrics.e2e_ms = Ms(Clock::now() - r.arrival);
+    Emit(r, true);
+    for (auto& s : r.seqs) seq_owner_.erase(s->id);
+    for (auto& s : r.done_beams) seq_owner_.erase(s->id);
+    requests_.erase(ro.request);
+  }
+}
+
+Status EngineCore::ApplyKvPolicies(const sched::StepPlan& plan) {
+  for (const auto& ch : plan.chunks) {
+    auto ow = seq_owner_.find(ch.seq);
+    Request& r = *requests_.at(ow->second);
+    Seq* s = FindSeq(r, ch.seq);
+    if (s == nullptr || !s->evict) continue;
+    KVF_ASSIGN_OR_RETURN(bool compacted,
+                         s->evict->AfterStep(*cache_, ch.seq, ch.pos0 + ch.num_tokens));
+    if (compacted) ++kv_compactions_;
+    if (s->index == 0) {
+      r.metrics.kv_evicted_tokens = s->evict->evicted_tokens();
+      r.metrics.kv_peak_tokens = s->evict->peak_slots();
+      r.metrics.kv_final_tokens = cache_->NumTokens(ch.seq);
+    }
+  }
+  return Status::Ok();
+}
+
+Status EngineCore::CommitBeams(Request& r, BeamChoice& c,
+                               std::vector<sched::SeqOutcome>* outcomes) {
+  if (!c.decided) {  // a beam's distribution is still to come: keep this step's rows
+    for (auto& [seq, row] : c.pending)
+      if (Seq* s = FindSeq(r, seq)) s->pending_logprobs = std::move(row);
+    return Status::Ok();
+  }
+  r.forked = true;
+  for (const BeamCandidate& d : c.done) {
+    auto done = CloneSeq(r, *r.seqs[d.parent], static_cast<int32_t>(r.done_beams.size()));
+    seq_owner_.erase(done->id);
+    done->cum_logprob = d.score;
+    done->finished = true;
+    done->finish_reason = FinishReasonName(FinishReason::kStop);
+    r.done_beams.push_back(std::move(done));
+  }
+  bool stop = c.stop;
+  if (!stop) {
+    // The first use of a parent keeps its sequence (and blocks), later uses fork it; parents not
+    // chosen are dropped and their blocks freed. Forks first: they copy the parent's state
+    // before it changes.
+    std::vector<std::unique_ptr<Seq>> new_seqs, forks;
+    std::vector<std::pair<Seq*, int32_t>> appends;
+    std::vector<bool> claimed(r.seqs.size(), false), parent_used(r.seqs.size(), false);
+    for (const BeamCandidate& n : c.next) {
+      if (!claimed[n.parent]) {
+        claimed[n.parent] = true;
+        continue;
+      }
+      auto child = CloneSeq(r, *r.seqs[n.parent], 0);
+      KVF_RETURN_IF_ERROR(sched_->ForkSequence(r.id, r.seqs[n.parent]->id, child->id));
+      child->cum_logprob = n.score;
+      appends.emplace_back(child.get(), n.token);
+      forks.push_back(std::move(child));
+    }
+    std::fill(claimed.begin(), claimed.end(), false);
+    for (const BeamCandidate& n : c.next) {
+      if (claimed[n.parent]) continue;
+      claimed[n.parent] = true;
+      parent_used[n.parent] = true;
+      r.seqs[n.parent]->cum_logprob = n.score;
+      appends.emplace_back(r.seqs[n.parent].get(), n.token);
+    }
+    for (size_t b = 0; b < r.seqs.size(); ++b) {
+      if (parent_used[b]) {
+        new_seqs.push_back(std::move(r.seqs[b]));
+      } else {
+        KVF_RETURN_IF_ERROR(sched_->DropSequence(r.id, r.seqs[b]->id));
+        seq_owner_.erase(r.seqs[b]->id);
+      }
+    }
+    for (auto& f : forks) new_seqs.push_back(std::move(f));
+    r.seqs = std::move(new_seqs);
+    for (auto& [s, token] : appends) {
+      if (s->grammar) s->grammar->Accept(token);
+      s->tokens.push_back(token);
+      s->n_generated++;
+      generation_tokens_total_++;
+      r.metrics.generated_tokens++;
+      outcomes->push_back({s->id, true});
+    }
+    // Length limit: every beam grows by one per step, so all hit max_tokens together.
+    if (!r.seqs.empty() && r.seqs.front()->n_generated >= r.params.max_tokens) stop = true;
+  }
+  for (auto& s : r.seqs) s->pending_logprobs.clear();
+  if (stop) FinishBeamRequest(r);
+  return Status::Ok();
+}
+
+void EngineCore::FinishBeamRequest(Request& r) {
+  auto normalized = [&](const Seq& s) {
+    return s.cum_logprob / std::pow(static_cast<double>(std::max<int64_t>(1, s.n_generated)),
+                                    r.params.length_penalty);
+  };
+  for (auto& s : r.seqs) {
+    if (!s->finished) {
+      s->finished = true;
+      s->finish_reason = FinishReasonName(
+          s->n_generated >= r.params.max_tokens ? FinishReason::kLength : FinishReason::kStop);
+    }
+    seq_owner_.erase(s->id);
+    r.done_beams.push_back(std::move(s));
+  }
+  r.seqs.clear();
+  std::stable_sort(r.done_beams.begin(), r.done_beams.end(),
+                   [&](const auto& a, const auto& b) { return normalized(*a) > normalized(*b); });
+  if (static_cast<int32_t>(r.done_beams.size()) > r.params.n)
+    r.done_beams.resize(static_cast<size_t>(r.params.n));
+  for (size_t i = 0; i < r.done_beams.size(); ++i) r.done_beams[i]->index = static_cast<int32_t>(i);
+}
+
+// --- metrics ----------------------------------------------------------------------------------
+
+void EngineCore::RecordStepMetrics(const sched::StepPlan& plan, Clock::time_point step_start) {
+  // KV memory utilization: tokens held by sequences / slots in the blocks they hold.
+  const int64_t used = cache_->num_blocks() - cache_->num_free_blocks();
+  peak_used_blocks_ = std::max(peak_used_blocks_, used);
+  if (used > 0) {
+    const int64_t live = cache_->LiveTokens();
+    int64_t unshared = 0;  // blocks the sequences would hold if nothing were shared
+    const int64_t bt = cache_->block_tokens();
+    for (const auto& [id, r] : requests_)
+      for (const auto& s : r->seqs) {
+        if (s->finished || !cache_->Contains(s->id)) continue;
+        unshared += (cache_->NumTokens(s->id) + bt - 1) / bt;
+      }
+    util_sum_ += static_cast<double>(live) / static_cast<double>(used * bt);
+    ++util_steps_;
+    if (unshared > 0) {
+      share_sum_ += 1.0 - static_cast<double>(used) / static_cast<double>(unshared);
+      ++share_steps_;
+      peak_unshared_blocks_ = std::max(peak_unshared_blocks_, unshared);
+    }
+  }
+  // What the step cost, from planning to the last emitted token: decode-priority chunking's input.
+  sched_->ObserveStepCost(plan, Ms(Clock::now() - step_start));
+}
+
+}  // namespace kvforge

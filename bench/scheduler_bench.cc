@@ -1,5 +1,5 @@
-// Micro-benchmarks for sched::Scheduler: the cost of planning one step with 256 live sequences
-// (docs/architecture.md asks for "Scheduler::Plan latency with 256 live sequences").
+// Micro-benchmarks for sched::Scheduler: the cost of planning one step (Scheduler::Schedule)
+// with 256 live sequences.
 //   BM_Schedule256Decode       Schedule() alone, 256 sequences decoding (the plan is discarded
 //                              each time, so every iteration plans the same step).
 //   BM_Step256Decode           Schedule() + OnStepDone() with one token per sequence.

@@ -29,7 +29,10 @@ endfunction()
 function(kvforge_module name)
   cmake_parse_arguments(M "" "" "SRCS;DEPS;PUBLIC_DEPS" ${ARGN})
   add_library(kvforge_${name} STATIC ${M_SRCS})
-  target_include_directories(kvforge_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+  # Only the public API travels to dependents; a target that reaches into a module's internal
+  # headers (tests, benchmarks, the CLI's tool commands, the Python edge) says so itself.
+  target_include_directories(kvforge_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include
+                                             PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(kvforge_${name} PUBLIC ${M_DEPS} ${M_PUBLIC_DEPS})
   kvforge_apply_common(kvforge_${name})
   if(KVF_SANITIZE)

@@ -4,7 +4,6 @@
 #include <iterator>
 #include <string>
 
-#include "base/strings.h"
 #include "chat_prompt.h"
 #include "commands.h"
 #include "engine_flags.h"
@@ -12,16 +11,11 @@
 #include "kvforge/engine.h"
 #include "kvforge/llm.h"
 #include "read_file.h"
+#include "run_report.h"
 
 namespace kvforge::cli {
 
 namespace {
-
-std::string IdsJson(const std::vector<int32_t>& ids) {
-  std::string out = "[";
-  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
-  return out + "]";
-}
 
 // Every line of the file is a request; all run concurrently through the batching engine; one
 // JSON object per request is printed in input order.
@@ -46,25 +40,10 @@ int RunPromptsFile(const std::string& path, const EngineConfig& cfg, const Sampl
   }
   for (size_t i = 0; i < outs->size(); ++i) {
     const RequestOutput& o = (*outs)[i];
-    const CompletionOutput& c = o.outputs[0];
-    const RequestMetrics& m = o.metrics;
-    const double prefill_s = (m.ttft_ms - m.queue_ms) / 1000.0;
-    const double decode_s = (m.e2e_ms - m.ttft_ms) / 1000.0;
-    const double gen = static_cast<double>(c.token_ids.size());
-    if (json) {
-      std::printf(
-          "{\"prompt_tokens\":%s,\"tokens\":%s,\"text\":%s,\"finish_reason\":\"%s\",\"ttft_ms\":%."
-          "3f,"
-          "\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,\"queue_ms\":%.3f,"
-          "\"cached_tokens\":%lld}\n",
-          IdsJson(o.prompt_token_ids).c_str(), IdsJson(c.token_ids).c_str(),
-          base::JsonQuote(c.text).c_str(), c.finish_reason.c_str(), m.ttft_ms,
-          prefill_s > 0 ? m.prompt_tokens / prefill_s : 0.0,
-          decode_s > 0 && gen > 1 ? (gen - 1) / decode_s : 0.0, m.queue_ms,
-          static_cast<long long>(m.cached_tokens));
-    } else {
-      std::printf("[%zu] %s%s\n", i, prompts[i].c_str(), c.text.c_str());
-    }
+    if (json)
+      std::fputs(RequestOutputJson(o).c_str(), stdout);
+    else
+      std::printf("[%zu] %s%s\n", i, prompts[i].c_str(), o.outputs[0].text.c_str());
   }
   return 0;
 }
@@ -190,20 +169,7 @@ int RunMain(const Args& args) {
   }
   const GenerationResult& r = *res;
   if (json) {
-    std::string out = "{\"prompt_tokens\":[";
-    for (size_t i = 0; i < r.prompt_tokens.size(); ++i)
-      out += (i ? "," : "") + std::to_string(r.prompt_tokens[i]);
-    out += "],\"tokens\":[";
-    for (size_t i = 0; i < r.tokens.size(); ++i)
-      out += (i ? "," : "") + std::to_string(r.tokens[i]);
-    out += "],\"text\":" + base::JsonQuote(r.text);
-    out += base::StrFormat(
-        ",\"finish_reason\":\"%s\",\"ttft_ms\":%.3f,\"prefill_tokens_per_s\":%.2f,"
-        "\"decode_tokens_per_s\":%.2f,\"kv_evicted_tokens\":%lld,\"kv_peak_tokens\":%lld,"
-        "\"kv_final_tokens\":%lld}\n",
-        FinishReasonName(r.finish), r.ttft_ms, r.prefill_tokens_per_s, r.decode_tokens_per_s,
-        (long long)r.kv_evicted_tokens, (long long)r.kv_peak_tokens, (long long)r.kv_final_tokens);
-    std::fputs(out.c_str(), stdout);
+    std::fputs(GenerationResultJson(r).c_str(), stdout);
   } else {
     std::fputs("\n", stdout);
     std::fprintf(

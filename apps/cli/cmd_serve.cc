@@ -14,7 +14,7 @@
 #include "engine_flags.h"
 #include "flags.h"
 #include "kvforge/llm.h"
-#include "server/server.h"
+#include "kvforge/server.h"
 
 namespace kvforge::cli {
 

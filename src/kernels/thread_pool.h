@@ -3,8 +3,8 @@
 // ParallelFor(n, fn) splits [0, n) into one contiguous range per thread (the caller's thread
 // takes part) and returns when every range is done. Workers spin briefly then sleep on an atomic
 // wait, so back-to-back ops in a forward pass pay no syscall. One ParallelFor at a time: the pool
-// is owned by the engine thread. No other library in kvforge starts threads of its own, so the
-// pool size is the process's compute thread count (no oversubscription).
+// is owned by the engine thread. The other threads kvforge starts (tier writer and loader, HTTP
+// workers, the router's) wait on I/O, so the pool size is the process's compute thread count.
 #pragma once
 
 #include <atomic>

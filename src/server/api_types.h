@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "chat/value.h"
 #include "kvforge/sampling_params.h"
 
 namespace kvforge::server {
@@ -53,12 +54,12 @@ struct CompletionRequest {
 // A conversation for the chat template.
 struct ChatInput {
   std::vector<std::pair<std::string, std::string>> messages;  // (role, content text) for checks
-  // The messages as a JSON array for the template: every field the client sent, with `content`
-  // normalised to a string (text parts joined with "\n").
-  std::string messages_json;
-  std::string tools_json;  // a JSON array, or empty when absent
-  // chat_template_kwargs: extra template variables, name -> JSON value text.
-  std::vector<std::pair<std::string, std::string>> template_kwargs;
+  // The messages for the template, converted once from the request's JSON (chat_values.h): every
+  // field the client sent, with `content` normalised to a string (text parts joined with "\n").
+  chat::Value template_messages;
+  chat::Value tools;  // a list, or undefined when absent
+  // chat_template_kwargs: extra template variables.
+  std::vector<std::pair<std::string, chat::Value>> template_kwargs;
   bool add_generation_prompt = true;
 };
 

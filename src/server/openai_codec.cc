@@ -14,6 +14,7 @@
 
 #include "base/strings.h"
 #include "kvforge/config_names.h"
+#include "server/chat_values.h"
 #include "server/json_fields.h"
 #include "server/openai_structured.h"
 #include "server/openai_tools.h"
@@ -349,15 +350,24 @@ Status ParseChatInput(const Fields& f, const CodecLimits& limits, std::string* p
   }
   NormalizeToolCallArguments(&normalized);
   if (limits.tool_calls_as_text) WriteToolCallsIntoContent(*limits.tool_calls_as_text, &normalized);
-  chat->messages_json = Dump(normalized);
+  Result<chat::Value> messages = ChatValueOf(normalized);
+  if (!messages.ok()) return f.Fail("messages", messages.error().message());
+  chat->template_messages = std::move(*messages);
   if (const json* t = f.Get("tools")) {
     if (!t->is_array()) return f.WrongType("tools", "an array", *t);
-    if (!t->empty()) chat->tools_json = Dump(*t);
+    if (!t->empty()) {
+      Result<chat::Value> tools = ChatValueOf(*t);
+      if (!tools.ok()) return f.Fail("tools", tools.error().message());
+      chat->tools = std::move(*tools);
+    }
   }
   if (const json* k = f.Get("chat_template_kwargs")) {
     if (!k->is_object()) return f.WrongType("chat_template_kwargs", "an object", *k);
-    for (auto it = k->begin(); it != k->end(); ++it)
-      chat->template_kwargs.emplace_back(it.key(), Dump(it.value()));
+    for (auto it = k->begin(); it != k->end(); ++it) {
+      Result<chat::Value> v = ChatValueOf(it.value());
+      if (!v.ok()) return f.Fail("chat_template_kwargs", v.error().message());
+      chat->template_kwargs.emplace_back(it.key(), std::move(*v));
+    }
   }
   KVF_RETURN_IF_ERROR(f.Bool("add_generation_prompt", &chat->add_generation_prompt));
   return Status::Ok();

@@ -1,6 +1,6 @@
 // server/server.cc — endpoint logic: validation, chat templates, admission, engine submission,
 // streaming, metrics (see server.h).
-#include "server/server.h"
+#include "kvforge/server.h"
 
 #include <algorithm>
 #include <chrono>
@@ -142,14 +142,9 @@ struct Server::State {
 
   Result<std::string> RenderChat(const ChatInput& in) const {
     chat::ChatInputs ci;
-    KVF_ASSIGN_OR_RETURN(ci.messages, chat::ParseJson(in.messages_json));
-    if (!in.tools_json.empty()) {
-      KVF_ASSIGN_OR_RETURN(ci.tools, chat::ParseJson(in.tools_json));
-    }
-    for (const auto& [name, value] : in.template_kwargs) {
-      KVF_ASSIGN_OR_RETURN(chat::Value v, chat::ParseJson(value));
-      ci.extra.emplace_back(name, std::move(v));
-    }
+    ci.messages = in.template_messages;
+    ci.tools = in.tools;
+    for (const auto& [name, value] : in.template_kwargs) ci.extra.emplace_back(name, value);
     if (!bos.empty()) ci.bos_token = bos;
     if (!eos.empty()) ci.eos_token = eos;
     ci.add_generation_prompt = in.add_generation_prompt;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/json.h"
 #include "server/metrics.h"
 #include "server/openai_codec.h"
 #include "server/routes.h"
@@ -125,15 +126,15 @@ TEST(CodecTest, ChatMessagesKeepEveryFieldForTheTemplate) {
           .ok());
   ASSERT_EQ(r.chat.messages.size(), 2u);
   EXPECT_EQ(r.chat.messages[0].second, "a\nb");
-  const json m = json::parse(r.chat.messages_json);
+  const json m = json::parse(*chat::ToJson(r.chat.template_messages));
   EXPECT_EQ(m[0]["content"], "a\nb");
   EXPECT_EQ(m[0]["name"], "bob");
   EXPECT_TRUE(m[1]["content"].is_null());
   EXPECT_EQ(m[1]["tool_calls"][0]["id"], "1");
-  EXPECT_EQ(json::parse(r.chat.tools_json)[0]["type"], "function");
+  EXPECT_EQ(json::parse(*chat::ToJson(r.chat.tools))[0]["type"], "function");
   ASSERT_EQ(r.chat.template_kwargs.size(), 1u);
   EXPECT_EQ(r.chat.template_kwargs[0].first, "enable_thinking");
-  EXPECT_EQ(r.chat.template_kwargs[0].second, "false");
+  EXPECT_EQ(*chat::ToJson(r.chat.template_kwargs[0].second), "false");
   EXPECT_FALSE(r.chat.add_generation_prompt);
   EXPECT_EQ(r.gen.logprobs, -1);
 }

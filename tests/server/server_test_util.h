@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "kvforge/llm.h"
+#include "kvforge/server.h"
 #include "server/http_transport.h"
-#include "server/server.h"
 
 namespace kvforge::server::testing {
 

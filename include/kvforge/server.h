@@ -1,4 +1,4 @@
-// server/server.h — the OpenAI-compatible HTTP server over an AsyncEngine.
+// kvforge/server.h — the OpenAI-compatible HTTP server over an AsyncEngine (src/server).
 //
 //   auto engine = kvforge::AsyncEngine::Create(config);
 //   auto server = kvforge::server::Server::Create(engine->get(), {.port = 0});

@@ -6,7 +6,6 @@ namespace kvforge::base {
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kNone = 4 };
 
 void SetLogLevel(LogLevel level);
-LogLevel GetLogLevel();
 void Log(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace kvforge::base

@@ -153,18 +153,6 @@ Status SizeStream(const KvLayoutConfig& cfg, int64_t dim, KvStream* s, Checked* 
 
 }  // namespace
 
-std::string_view KvStreamName(KvStreamKind kind) {
-  switch (kind) {
-    case KvStreamKind::kKey:
-      return "K";
-    case KvStreamKind::kValue:
-      return "V";
-    case KvStreamKind::kLatent:
-      return "latent";
-  }
-  return "?";
-}
-
 Result<KvLayout> KvLayout::Create(const KvLayoutConfig& config) {
   const KvLayoutConfig& cfg = config;
   if (cfg.num_layers < 1) {

@@ -94,7 +94,6 @@ struct KvLayoutConfig {
 };
 
 enum class KvStreamKind : uint8_t { kKey, kValue, kLatent };
-std::string_view KvStreamName(KvStreamKind kind);
 
 // One stored stream of one layer. A row covers row_tokens tokens (1, or G for KIVI keys).
 struct KvStream {

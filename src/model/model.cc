@@ -129,12 +129,6 @@ void AddResidual(Workspace& ws, int64_t n, int64_t e, kernels::ThreadPool& pool)
 
 }  // namespace
 
-int64_t Model::NumLogitRows(const Batch& batch) {
-  int64_t n = 0;
-  for (const auto& s : batch.seqs) n += s.logits_all ? s.n_tokens : (s.logits_last ? 1 : 0);
-  return n;
-}
-
 void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Workspace& ws,
                    kernels::ThreadPool& pool, int64_t x_stride, int64_t y_stride) const {
   const kernels::KernelTable& kt = kernels::Active();

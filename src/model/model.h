@@ -125,9 +125,6 @@ class Model {
   Status Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
                  kernels::ThreadPool& pool, std::vector<float>* logits) const;
 
-  // Number of logit rows Forward() will produce for `batch`.
-  static int64_t NumLogitRows(const Batch& batch);
-
  private:
   Model() = default;
   Status Init();

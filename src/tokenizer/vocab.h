@@ -57,7 +57,6 @@ struct Vocab {
 
   int64_t size() const { return static_cast<int64_t>(texts.size()); }
   TokenId Find(std::string_view text) const;
-  bool IsControl(TokenId id) const { return types[static_cast<size_t>(id)] == TokenType::kControl; }
   // End-of-generation: EOS, EOT, or other control tokens llama.cpp treats as end markers.
   bool IsEog(TokenId id) const;
 

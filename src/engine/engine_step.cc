@@ -32,15 +32,8 @@ std::vector<float> LogSoftmax(const float* logits, int64_t n) {
 }
 
 const char* StageName(EngineCore::StepStage s) {
-  switch (s) {
-    case EngineCore::StepStage::kBuildBatch:
-      return "build batch";
-    case EngineCore::StepStage::kForward:
-      return "forward";
-    case EngineCore::StepStage::kChooseTokens:
-      return "choose tokens";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"build batch", "forward", "choose tokens"};
+  return kNames[static_cast<int>(s)];
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "grammar/gbnf_text.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <utility>
 
 #include "base/strings.h"
 
@@ -23,31 +26,19 @@ void AppendEscapedCodePoint(uint32_t cp, std::string* out) {
 }  // namespace
 
 std::string GbnfLiteral(std::string_view text) {
+  // The characters a GBNF literal writes with a backslash.
+  static constexpr std::pair<char, const char*> kEscapes[] = {
+      {'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\r', "\\r"}, {'\t', "\\t"}};
   std::string out = "\"";
   for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        // Bytes >= 0x80 stay raw: the parser reads literals as UTF-8.
-        if (c < 0x20 || c == 0x7F) {
-          AppendEscapedCodePoint(c, &out);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+    const auto* e = std::find_if(std::begin(kEscapes), std::end(kEscapes),
+                                 [c](const auto& p) { return p.first == static_cast<char>(c); });
+    if (e != std::end(kEscapes)) {
+      out += e->second;
+    } else if (c < 0x20 || c == 0x7F) {  // bytes >= 0x80 stay raw: literals are read as UTF-8
+      AppendEscapedCodePoint(c, &out);
+    } else {
+      out.push_back(static_cast<char>(c));
     }
   }
   out.push_back('"');

@@ -274,15 +274,13 @@ int LatencyMain(const Args& args) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   auto tok = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab)); };
   // Sparse decode (--kv-policy quest|nsa): generated tokens read the blocks the policy selects.
-  const EngineConfig& policy_choice = cfg;
-  if (Status s = ValidateKvPolicy(cfg.kv_policy); !s.ok()) return BadFlagValue(s);
+  const KvPolicy& policy = cfg.kv_policy;
   const int64_t budget_tokens =
-      policy_choice.kv_policy.budget >= 1
-          ? static_cast<int64_t>(policy_choice.kv_policy.budget)
-          : static_cast<int64_t>(policy_choice.kv_policy.budget * static_cast<double>(total));
+      policy.budget >= 1 ? static_cast<int64_t>(policy.budget)
+                         : static_cast<int64_t>(policy.budget * static_cast<double>(total));
   const kvpolicy::SparseDecode sparse =
-      kvpolicy::SparseDecodeFor(policy_choice.kv_policy, budget_tokens, (*cache)->block_tokens());
-  if (policy_choice.kv_policy.enabled() && sparse.kind == KvPolicyKind::kNone) {
+      kvpolicy::SparseDecodeFor(policy, budget_tokens, (*cache)->block_tokens());
+  if (policy.enabled() && sparse.kind == KvPolicyKind::kNone) {
     std::fprintf(stderr,
                  "kvforge: bench latency measures the sparse-decode policies (quest, nsa) "
                  "only\n");
@@ -297,7 +295,7 @@ int LatencyMain(const Args& args) {
   std::vector<kvpolicy::SparseDecode> plans{sparse};
   std::vector<std::string> plan_names{std::string(KvPolicyName(sparse.kind))};
   for (const KvPolicyKind kind : also_kinds) {
-    KvPolicy extra = policy_choice.kv_policy;
+    KvPolicy extra = policy;
     extra.kind = kind;
     extra.window = -1;  // the method's own default
     plans.push_back(kvpolicy::SparseDecodeFor(extra, budget_tokens, (*cache)->block_tokens()));

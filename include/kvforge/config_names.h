@@ -73,6 +73,8 @@ const ConfigField* FindConfigField(std::string_view name);  // nullptr when unkn
 // text form: HTTP and Python read a request's policy through the table. Unknown keys are
 // kNotFound listing the accepted ones.
 Status SetKvPolicyParam(KvPolicy* policy, std::string_view key, std::string_view text);
+// Those request names, "name, budget, ...", for error messages.
+std::string KvPolicyParamNames();
 
 // "kv_offload_dtype" -> "kv-offload-dtype".
 std::string ConfigFlagName(std::string_view field_name);

@@ -514,21 +514,25 @@ const std::vector<ConfigField>& EngineConfigFields() {
   return fields;
 }
 
+std::string KvPolicyParamNames() {
+  std::string names;
+  for (const ConfigField& f : EngineConfigFields())
+    if (f.per_request) names += (names.empty() ? "" : ", ") + f.request_key;
+  return names;
+}
+
 Status SetKvPolicyParam(KvPolicy* policy, std::string_view key, std::string_view text) {
-  std::string keys;
   for (const ConfigField& f : EngineConfigFields()) {
-    if (!f.per_request) continue;
-    if (f.request_key == key) {
-      EngineConfig c;
-      c.kv_policy = *policy;
-      KVF_RETURN_IF_ERROR(f.set(c, text));
-      *policy = c.kv_policy;
-      return Status::Ok();
-    }
-    keys += (keys.empty() ? "" : ", ") + f.request_key;
+    if (!f.per_request || f.request_key != key) continue;
+    EngineConfig c;
+    c.kv_policy = *policy;
+    KVF_RETURN_IF_ERROR(f.set(c, text));
+    *policy = c.kv_policy;
+    return Status::Ok();
   }
   return Status::NotFound(StrFormat("unknown kv_policy parameter '%.*s' (%s)",
-                                    static_cast<int>(key.size()), key.data(), keys.c_str()));
+                                    static_cast<int>(key.size()), key.data(),
+                                    KvPolicyParamNames().c_str()));
 }
 
 std::string ConfigFlagName(std::string_view field_name) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -69,20 +70,31 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
   return e;
 }
 
-std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t index) {
+std::unique_ptr<sampling::Sampler> EngineCore::SamplerFor(const Request& r, int32_t index) {
+  SamplingParams p = r.params;
+  if (p.seed != 0xFFFFFFFFull)
+    p.seed += static_cast<uint64_t>(index);  // distinct streams for n > 1
+  return std::make_unique<sampling::Sampler>(p);
+}
+
+std::optional<engine::SequenceGrammar> EngineCore::GrammarFor(const Request& r) {
+  std::optional<engine::SequenceGrammar> g;
+  if (r.grammar) g.emplace(r.grammar, r.end_tokens, r.params.structured_outputs);
+  return g;
+}
+
+std::unique_ptr<EngineCore::Seq> EngineCore::NewSeq(const Request& r, int32_t index,
+                                                    std::unique_ptr<sampling::Sampler> sampler) {
   auto s = std::make_unique<Seq>();
   s->id = next_seq_id_++;
   s->index = index;
   s->tokens = r.prompt;
-  SamplingParams p = r.params;
-  if (p.seed != 0xFFFFFFFFull)
-    p.seed += static_cast<uint64_t>(index);  // distinct streams for n > 1
-  s->sampler = std::make_unique<sampling::Sampler>(p);
+  s->sampler = sampler ? std::move(sampler) : SamplerFor(r, index);
   s->stop = std::make_unique<engine::StopChecker>(*tok_, r.params);
   s->evict = engine::MakeSeqEviction(r.params.kv_policy.value_or(cfg_.kv_policy),
                                      static_cast<int64_t>(r.prompt.size()),
                                      static_cast<int32_t>(model_->config().n_layer), *cache_);
-  if (r.grammar) s->grammar.emplace(r.grammar, r.end_tokens, r.params.structured_outputs);
+  s->grammar = GrammarFor(r);
   seq_owner_[s->id] = r.id;
   return s;
 }
@@ -102,15 +114,13 @@ std::unique_ptr<EngineCore::Seq> EngineCore::CloneSeq(const Request& r, const Se
 }
 
 const EngineCore::Seq* EngineCore::FindSeq(const Request& r, int64_t seq) const {
-  for (const auto& s : r.seqs)
+  for (const auto& s : r.seqs)  // entries may be empty while beams are being reshuffled
     if (s != nullptr && s->id == seq) return s.get();
   return nullptr;
 }
 
 EngineCore::Seq* EngineCore::FindSeq(Request& r, int64_t seq) {
-  for (auto& s : r.seqs)  // entries may be empty while beams are being reshuffled
-    if (s != nullptr && s->id == seq) return s.get();
-  return nullptr;
+  return const_cast<Seq*>(std::as_const(*this).FindSeq(std::as_const(r), seq));
 }
 
 Status EngineCore::ValidateRequest(const std::vector<int32_t>& prompt,

@@ -182,7 +182,13 @@ class EngineCore {
   EngineCore() = default;
   Seq* FindSeq(Request& r, int64_t seq);
   const Seq* FindSeq(const Request& r, int64_t seq) const;
-  std::unique_ptr<Seq> NewSeq(const Request& r, int32_t index);
+  // A sequence of `r`; `sampler` (one already drawn from) or a fresh one seeded for `index`.
+  std::unique_ptr<Seq> NewSeq(const Request& r, int32_t index,
+                              std::unique_ptr<sampling::Sampler> sampler = nullptr);
+  // Completion `index`'s sampler (seed + index: distinct streams for n > 1), and the request's
+  // grammar state at the start of its output (unset: free text).
+  static std::unique_ptr<sampling::Sampler> SamplerFor(const Request& r, int32_t index);
+  static std::optional<engine::SequenceGrammar> GrammarFor(const Request& r);
   std::unique_ptr<Seq> CloneSeq(const Request& r, const Seq& from, int32_t index);
   // --- the step's stages (engine_step.cc) ---
   Result<StepBatch> BuildBatch(const sched::StepPlan& plan) const;
@@ -219,6 +225,11 @@ class EngineCore {
   // `token_pos`), compacting it afterwards under `evict` when set.
   Status ScoringForward(model::Batch& batch, int64_t token_pos, engine::SeqEviction* evict,
                         std::vector<float>* logits);
+  // Scoring: `tokens` into the emptied scoring sequence from position 0, in forward steps of
+  // max_num_batched_tokens; `out` gets every position's logits [n][n_vocab] (all_logits) or the
+  // last token's [n_vocab]. The sequence is freed afterwards.
+  Status ScoringPrefill(const std::vector<int32_t>& tokens, bool all_logits,
+                        std::vector<float>* out);
   Status RequireIdle() const;
 
   EngineConfig cfg_;

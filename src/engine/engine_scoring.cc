@@ -43,21 +43,32 @@ Result<std::vector<float>> EngineCore::LogitsFor(const std::vector<int32_t>& tok
   if (n == 0) return Status::InvalidArgument("no tokens");
   if (n > max_len_) return Status::InvalidArgument("more tokens than the context holds");
   KVF_RETURN_IF_ERROR(base::CheckTokenIds(tokens, model_->config().n_vocab).WithContext("tokens"));
+  std::vector<float> logits;
+  KVF_RETURN_IF_ERROR(ScoringPrefill(tokens, /*all_logits=*/false, &logits));
+  return logits;
+}
+
+Status EngineCore::ScoringPrefill(const std::vector<int32_t>& tokens, bool all_logits,
+                                  std::vector<float>* out) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t n_vocab = model_->config().n_vocab;
   cache_->Free(kScoringSeq);
   if (!cache_->EnsureTokens(kScoringSeq, n))
-    return Status::ResourceExhausted("KV cache too small for the prompt");
+    return Status::ResourceExhausted("KV cache too small for the tokens");
+  if (all_logits) out->assign(static_cast<size_t>(n * n_vocab), 0.0f);  // [n][n_vocab]
   std::vector<float> logits;
   Status st;
   for (int64_t b = 0; b < n && st.ok(); b += cfg_.max_num_batched_tokens) {
     const int64_t e = std::min(n, b + cfg_.max_num_batched_tokens);
     model::Batch batch;
     batch.tokens.assign(tokens.begin() + b, tokens.begin() + e);
-    batch.seqs.push_back({kScoringSeq, b, 0, e - b, false, e == n});
+    batch.seqs.push_back({kScoringSeq, b, 0, e - b, all_logits, e == n});
     st = ScoringForward(batch, b, nullptr, &logits);
+    if (st.ok() && all_logits) std::copy(logits.begin(), logits.end(), out->begin() + b * n_vocab);
   }
   cache_->Free(kScoringSeq);
-  if (!st.ok()) return st;
-  return logits;
+  if (st.ok() && !all_logits) *out = std::move(logits);
+  return st;
 }
 
 Result<std::vector<float>> EngineCore::LogitsAll(const std::vector<int32_t>& tokens,
@@ -161,27 +172,12 @@ Result<PerplexityResult> EngineCore::Perplexity(const std::string& text,
   PerplexityResult res;
   double nll = 0, nll2 = 0;
   int64_t count = 0;
-  std::vector<float> logits;
+  std::vector<float> all;  // [n_ctx][n_vocab]
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t start = c * n_ctx;
     std::vector<int32_t> chunk(tokens.begin() + start, tokens.begin() + start + n_ctx);
     if (add_bos) chunk[0] = tok_->bos();
-    cache_->Free(kScoringSeq);
-    if (!cache_->EnsureTokens(kScoringSeq, n_ctx))
-      return Status::ResourceExhausted("KV cache too small for ctx");
-    // The whole chunk in forward steps of max_num_batched_tokens, logits for every token.
-    std::vector<float> all(static_cast<size_t>(n_ctx * n_vocab));  // [n_ctx][n_vocab]
-    for (int64_t b = 0; b < n_ctx; b += cfg_.max_num_batched_tokens) {
-      const int64_t e = std::min(n_ctx, b + cfg_.max_num_batched_tokens);
-      model::Batch batch;
-      batch.tokens.assign(chunk.begin() + b, chunk.begin() + e);
-      batch.seqs.push_back({kScoringSeq, b, 0, e - b, true, true});
-      if (Status st = ScoringForward(batch, b, nullptr, &logits); !st.ok()) {
-        cache_->Free(kScoringSeq);
-        return st;
-      }
-      std::copy(logits.begin(), logits.end(), all.begin() + b * n_vocab);
-    }
+    KVF_RETURN_IF_ERROR(ScoringPrefill(chunk, /*all_logits=*/true, &all));
     for (int64_t j = first; j < n_ctx - 1; ++j) {
       const int32_t target = tokens[static_cast<size_t>(start + j + 1)];
       const double lp =
@@ -193,7 +189,6 @@ Result<PerplexityResult> EngineCore::Perplexity(const std::string& text,
     res.running_ppl.push_back(std::exp(nll / static_cast<double>(count)));
     if (o.progress) o.progress(c + 1, n_chunks, res.running_ppl.back());
   }
-  cache_->Free(kScoringSeq);
   const double mean = nll / static_cast<double>(count);
   const double var = nll2 / static_cast<double>(count) - mean * mean;
   res.ppl = std::exp(mean);

@@ -168,13 +168,10 @@ Result<EngineCore::StepChoices> EngineCore::ChooseTokens(const StepBatch& b) {
       // The prompt is done: n completions will share its blocks; each samples the same logits.
       const std::vector<float> raw(row, row + n_vocab);
       for (int32_t k = 1; k < r.params.n; ++k) {
-        SamplingParams p = r.params;
-        if (p.seed != 0xFFFFFFFFull) p.seed += static_cast<uint64_t>(k);  // as NewSeq seeds it
         ForkChoice f;
         f.index = k;
-        f.sampler = std::make_unique<sampling::Sampler>(p);
-        std::optional<engine::SequenceGrammar> grammar;
-        if (r.grammar) grammar.emplace(r.grammar, r.end_tokens, r.params.structured_outputs);
+        f.sampler = SamplerFor(r, k);
+        std::optional<engine::SequenceGrammar> grammar = GrammarFor(r);
         std::vector<float> l = raw;
         f.choice = ChooseToken(r, 0, *f.sampler, grammar, r.prompt, l.data());
         rc.forks.push_back(std::move(f));
@@ -347,8 +344,7 @@ Status EngineCore::CommitStep(const sched::StepPlan& plan, const StepBatch& b, S
     Seq* s = FindSeq(r, rc.choice.seq);
     if (!rc.forks.empty()) r.forked = true;
     for (ForkChoice& f : rc.forks) {
-      auto child = NewSeq(r, f.index);
-      child->sampler = std::move(f.sampler);
+      auto child = NewSeq(r, f.index, std::move(f.sampler));
       KVF_RETURN_IF_ERROR(sched_->ForkSequence(r.id, s->id, child->id));
       if (s->evict) child->evict = std::make_unique<engine::SeqEviction>(*s->evict);
       AppendToken(r, *child, f.choice);

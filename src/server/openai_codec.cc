@@ -51,13 +51,6 @@ Status json_fields::ParseObject(std::string_view body, int max_depth, json* out)
 
 namespace {
 
-// SetKvPolicyParam's "unknown ... (name, budget, ...)" as this codec words it, with "seed".
-std::string UnknownPolicyKey(const std::string& key, const std::string& message) {
-  std::string names = message.substr(message.find('(') + 1);
-  if (!names.empty() && names.back() == ')') names.pop_back();
-  return "unknown field 'kv_policy." + key + "' (" + names + ", seed)";
-}
-
 // "kv_policy": a name ("snapkv", with the budget in "kv_budget") or an object {"name", "budget",
 // "sinks", "window", "pool_kernel", "beta", "seed", "heads"}; kvforge's extension, checked like the
 // rest.
@@ -90,7 +83,8 @@ Status ParseKvPolicyField(const Fields& f, std::string* param, SamplingParams* p
       }
       if (Status st = SetKvPolicyParam(&policy, key, text); !st.ok())
         return pf.Fail(key.c_str(), st.code() == StatusCode::kNotFound
-                                        ? UnknownPolicyKey(key, st.message())
+                                        ? "unknown field 'kv_policy." + key + "' (" +
+                                              KvPolicyParamNames() + ", seed)"
                                         : st.message());
     }
     if (name.empty()) return pf.Fail("name", "'kv_policy.name' is required");

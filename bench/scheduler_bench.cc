@@ -41,6 +41,11 @@ class CountingKvSpace final : public KvSpace {
     if (total_tokens > have) have = total_tokens;
     return true;
   }
+  void Truncate(int64_t seq, int64_t total_tokens) override {
+    int64_t& have = slots_[seq];
+    free_ += Blocks(have) - Blocks(total_tokens);
+    have = total_tokens;
+  }
   void Free(int64_t seq) override {
     auto it = slots_.find(seq);
     if (it == slots_.end()) return;

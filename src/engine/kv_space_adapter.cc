@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/check.h"
 #include "engine/kv_offload.h"
 #include "kvmeta/block_hash.h"
 
@@ -186,6 +187,15 @@ bool EngineKvSpace::Grow(int64_t seq, int64_t total_tokens) {
   if (!cache_->Contains(seq))
     return cache_->AddSequence(seq, std::max(total_tokens, reserve_tokens_));
   return cache_->EnsureTokens(seq, total_tokens - cache_->Evicted(seq));
+}
+
+void EngineKvSpace::Truncate(int64_t seq, int64_t total_tokens) {
+  // Positions to slots (a policy's evicted tokens hold none); the engine may have cut the
+  // sequence already (before compacting it), then this changes nothing.
+  const int64_t slots = total_tokens - cache_->Evicted(seq);
+  if (!cache_->Contains(seq) || slots >= cache_->NumTokens(seq)) return;
+  const Status st = cache_->Truncate(seq, slots);
+  KVF_CHECK_MSG(st.ok(), st.message().c_str());
 }
 
 void EngineKvSpace::Free(int64_t seq) {

@@ -39,6 +39,7 @@ class EngineKvSpace final : public sched::KvSpace {
   int64_t num_free_blocks() const override { return cache_->num_free_blocks(); }
   int64_t BlocksToGrow(int64_t seq, int64_t total_tokens) const override;
   bool Grow(int64_t seq, int64_t total_tokens) override;
+  void Truncate(int64_t seq, int64_t total_tokens) override;
   void Free(int64_t seq) override;
   bool Fork(int64_t parent, int64_t child) override;
   bool CanSwapOut(int64_t seq) const override;

@@ -382,11 +382,12 @@ void PagedKvCache::WriteKiviValues(int32_t layer, int64_t seq, int64_t pos0, int
   const int64_t values =
       static_cast<int64_t>(store_->config().n_kv_head) * store_->config().head_dim;
   // Values leave the window one token at a time, oldest first, so that a decode step attends to
-  // at most R f16 values (a longer prefill chunk keeps all of its own).
-  if (!kivi_eager_) {
-    const int64_t excess = WindowTokens(w) + n - kivi_r_;
-    if (excess > 0) FlushValues(layer, t, w, std::min(excess, WindowTokens(w)));
-  }
+  // at most R f16 values (a longer chunk keeps R - 1 older ones and all of its own). What leaves
+  // depends only on the window before the write, never on n, so that cutting the written tokens
+  // off again (Truncate: speculative decoding's rejected drafts) leaves the window exactly as a
+  // write of only the kept ones would have.
+  if (!kivi_eager_ && WindowTokens(w) >= kivi_r_)
+    FlushValues(layer, t, w, WindowTokens(w) - (kivi_r_ - 1));
   AppendF16(v, n, values, stride, &w.rows);
   if (kivi_eager_ && WindowTokens(w) > kivi_r_) FlushValues(layer, t, w, WindowTokens(w) - kivi_r_);
 }

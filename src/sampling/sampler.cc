@@ -93,7 +93,34 @@ void Sampler::ApplyLogitBias(const SamplingParams& params, float* logits, int64_
   }
 }
 
+double TokenDistribution::Prob(int32_t token) const {
+  if (total <= 0) return 0;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == token) return weights[i] / total;
+  return 0;
+}
+
 int32_t Sampler::Sample(float* logits, int64_t n_vocab, const std::vector<int32_t>& history) {
+  return Draw(Distribution(logits, n_vocab, history));
+}
+
+double Sampler::Uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::Draw(const TokenDistribution& d) {
+  if (d.empty()) return -1;
+  if (d.greedy) return d.ids[0];
+  std::uniform_real_distribution<double> uni(0.0, d.total);
+  double r = uni(rng_);
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    r -= d.weights[i];
+    if (r <= 0) return d.ids[i];
+  }
+  return d.ids.back();
+}
+
+TokenDistribution Sampler::Distribution(float* logits, int64_t n_vocab,
+                                        const std::vector<int32_t>& history) {
+  TokenDistribution d;
   ApplyLogitBias(p_, logits, n_vocab);
   // Penalties over the recent window.
   if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
@@ -113,8 +140,14 @@ int32_t Sampler::Sample(float* logits, int64_t n_vocab, const std::vector<int32_
   }
   const int32_t best = Argmax(logits, n_vocab);
   // Everything masked or banned (a grammar's dead end, logit_bias -100 on all it allows).
-  if (!(logits[best] > -std::numeric_limits<float>::infinity())) return -1;
-  if (p_.temperature <= 0) return best;
+  if (!(logits[best] > -std::numeric_limits<float>::infinity())) return d;
+  if (p_.temperature <= 0) {
+    d.ids = {best};
+    d.weights = {1.0};
+    d.total = 1.0;
+    d.greedy = true;
+    return d;
+  }
 
   cand_.clear();
   cand_.reserve(static_cast<size_t>(n_vocab));
@@ -157,19 +190,17 @@ int32_t Sampler::Sample(float* logits, int64_t n_vocab, const std::vector<int32_
     cand_.resize(i);
     prob.resize(i);
   }
-  // Temperature, then draw.
-  sum = 0;
+  // Temperature: the weights the draw uses.
+  d.ids.reserve(cand_.size());
+  d.weights.reserve(cand_.size());
   for (size_t i = 0; i < cand_.size(); ++i) {
-    prob[i] = std::exp(static_cast<double>(cand_[i].first - cand_[0].first) / p_.temperature);
-    sum += prob[i];
+    const double w =
+        std::exp(static_cast<double>(cand_[i].first - cand_[0].first) / p_.temperature);
+    d.ids.push_back(cand_[i].second);
+    d.weights.push_back(w);
+    d.total += w;
   }
-  std::uniform_real_distribution<double> uni(0.0, sum);
-  double r = uni(rng_);
-  for (size_t i = 0; i < cand_.size(); ++i) {
-    r -= prob[i];
-    if (r <= 0) return cand_[i].second;
-  }
-  return cand_.back().second;
+  return d;
 }
 
 }  // namespace kvforge::sampling

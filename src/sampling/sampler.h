@@ -23,6 +23,19 @@ struct TokenLogprob {
   float logprob;
 };
 
+// What Sample draws from after every transform of a logits row: candidate ids with unnormalized
+// weights (their sum `total`), best first. Greedy: one candidate, drawn without the RNG. Empty:
+// nothing may be sampled.
+struct TokenDistribution {
+  std::vector<int32_t> ids;
+  std::vector<double> weights;
+  double total = 0;
+  bool greedy = false;
+  bool empty() const { return ids.empty(); }
+  // Normalized probability of `token` (0 when it is not a candidate).
+  double Prob(int32_t token) const;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
@@ -34,6 +47,13 @@ class Sampler {
   // the sequence so far (prompt + generated), for the penalties. Returns -1 when every logit
   // is -inf (nothing may be sampled: a grammar's dead end, or logit_bias banning all it allows).
   int32_t Sample(float* logits, int64_t n_vocab, const std::vector<int32_t>& history);
+  // Sample's two halves: the distribution of a row (logits modified in place) and one draw from
+  // it (-1 when empty). Sample == Draw(Distribution(...)), draw for draw.
+  TokenDistribution Distribution(float* logits, int64_t n_vocab,
+                                 const std::vector<int32_t>& history);
+  int32_t Draw(const TokenDistribution& d);
+  // A uniform draw in [0, 1) from the same stream (speculative decoding's acceptance test).
+  double Uniform();
 
   // Log-softmax of the raw logits for `token` and the top `n` alternatives.
   static float LogProb(const float* logits, int64_t n_vocab, int32_t token,

@@ -32,6 +32,9 @@ class KvSpace {
   // Makes `seq` hold at least `total_tokens` slots (creating it when unknown). False and no
   // change when blocks are short.
   virtual bool Grow(int64_t seq, int64_t total_tokens) = 0;
+  // Keeps the first `total_tokens` slots of resident `seq` and releases the rest (speculative
+  // decoding's rejected drafts): what is kept is exactly as if the rest had never been written.
+  virtual void Truncate(int64_t seq, int64_t total_tokens) = 0;
   // Releases every block of `seq`, resident or swapped out (no-op when unknown).
   virtual void Free(int64_t seq) = 0;
   // `child` (unknown) shares every block of the resident `parent` (parallel sampling / beams).

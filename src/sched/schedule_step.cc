@@ -29,7 +29,10 @@ StepPlan Scheduler::Impl::Schedule() {
   ++step;
   // A plan that was never committed is discarded: its chunks did not happen.
   for (int64_t id : inflight_seqs) {
-    if (SeqState* s = FindSeq(id); s != nullptr) s->inflight_end = -1;
+    if (SeqState* s = FindSeq(id); s != nullptr) {
+      s->inflight_end = -1;
+      s->inflight_drafts = 0;
+    }
   }
   inflight_seqs.clear();
   PromoteStarved();
@@ -40,6 +43,8 @@ StepPlan Scheduler::Impl::Schedule() {
   for (size_t i = 0; i < running.size();) {
     if (ScheduleSeqs(running[i], /*prefill=*/false, /*may_preempt=*/true, &b)) ++i;
   }
+  GrantDrafts(&b);
+  draft_offers.clear();
   LimitPrefillForItl(&b);
   for (size_t i = 0; i < running.size();) {
     if (ScheduleSeqs(running[i], /*prefill=*/true, /*may_preempt=*/true, &b)) ++i;
@@ -79,6 +84,59 @@ void Scheduler::Impl::PromoteStarved() {
     r->promoted = true;
     waiting.emplace(RankOf(*r), r);
   }
+}
+
+void Scheduler::Impl::GrantDrafts(PlanBuilder* b) {
+  if (draft_offers.empty()) return;
+  for (ScheduledChunk& c : b->decode) {
+    auto offer = draft_offers.find(c.seq);
+    if (offer == draft_offers.end() || offer->second.max_drafts <= 0) continue;
+    SeqState* s = FindSeq(c.seq);
+    const Req* r = Owner(c.seq);
+    if (s == nullptr || r == nullptr || !c.sample || c.num_tokens != 1) continue;
+    int64_t d = DraftSlotsFor(*r, *s, offer->second.max_drafts, offer->second.acceptance, *b);
+    if (d > 0 && !kv->Grow(s->id, c.pos0 + c.num_tokens + d)) d = 0;
+    if (d == 0) {
+      ++stats.num_drafts_refused;
+      continue;
+    }
+    c.num_tokens += d;
+    c.draft_tokens = d;
+    s->inflight_end += d;
+    s->inflight_drafts = d;
+    s->kv_slots = std::max(s->kv_slots, s->inflight_end);
+    b->budget -= d;
+    stats.num_draft_slots += d;
+  }
+}
+
+int64_t Scheduler::Impl::DraftSlotsFor(const Req& r, const SeqState& s, int64_t want,
+                                       double acceptance, const PlanBuilder& b) const {
+  // Every kept draft is a token: never more than max_new_tokens leaves room for, the sampled
+  // token included.
+  const int64_t room = r.max_new_tokens - (s.num_tokens - r.prompt_tokens) - 1;
+  const int64_t most = std::min({want, b.budget, room});
+  if (most <= 0) return 0;
+  if (!cost.ready()) return most;
+  // The step's tokens per ms without this sequence's drafts; d drafts are expected to add
+  // a + a^2 + ... + a^d tokens (each kept only if those before it were) for ChunkMs of d more
+  // tokens in the forward. The best d, or none when no d adds tokens faster than the step.
+  const double step_ms = cost.PredictMs(ShapeOf(b.decode));
+  if (!(step_ms > 0)) return most;
+  const double rate = static_cast<double>(b.decode.size()) / step_ms;
+  const double a = std::clamp(acceptance, 0.0, 1.0);
+  int64_t best = 0;
+  double best_gain = 0, expected = 0, term = 1;
+  for (int64_t d = 1; d <= most; ++d) {
+    term *= a;
+    expected += term;
+    const double gain = expected - rate * cost.ChunkMs(s.num_tokens, d, /*prefill=*/true);
+    if (gain > best_gain) {
+      best_gain = gain;
+      best = d;
+    }
+  }
+  return best;
 }
 
 void Scheduler::Impl::LimitPrefillForItl(PlanBuilder* b) const {
@@ -169,7 +227,10 @@ void Scheduler::Impl::Preempt(Req* victim, PlanBuilder* b) {
   };
   unschedule(&b->decode);
   unschedule(&b->prefill);
-  for (SeqState& s : victim->seqs) s.inflight_end = -1;
+  for (SeqState& s : victim->seqs) {
+    s.inflight_end = -1;
+    s.inflight_drafts = 0;
+  }
   RemoveFromQueue(victim);
   b->preempted.push_back(victim->id);
   ++stats.num_preemptions;

@@ -137,7 +137,7 @@ bool Scheduler::Impl::Complete(const Req& r, const SeqState& s) {
 }
 
 int64_t Scheduler::Impl::PostStepComputed(const SeqState& s) {
-  return s.inflight_end >= 0 ? s.inflight_end : s.num_computed;
+  return s.inflight_end >= 0 ? s.inflight_end - s.inflight_drafts : s.num_computed;
 }
 
 // --- Scheduler -------------------------------------------------------------------------------
@@ -259,13 +259,20 @@ Status Scheduler::Impl::ValidateOutcomes(const StepPlan& plan,
       return Status::NotFound(
           base::StrFormat("sched: outcome for unknown sequence %lld", LL(o.seq)));
     }
-    if (!o.appended_token) continue;
     const SeqState& s = *FindSeq(o.seq);
+    if (o.accepted_drafts < 0 ||
+        (o.accepted_drafts > 0 && (s.inflight_end < 0 || o.accepted_drafts > s.inflight_drafts))) {
+      return Status::InvalidArgument(
+          base::StrFormat("sched: %lld drafts kept for sequence %lld, which had %lld draft slots",
+                          LL(o.accepted_drafts), LL(o.seq), LL(s.inflight_drafts)));
+    }
+    if (!o.appended_token && o.accepted_drafts == 0) continue;
     if (r->queue == Queue::kWaiting || PostStepComputed(s) != s.num_tokens) {
       return Status::InvalidArgument(base::StrFormat(
           "sched: token appended to sequence %lld, which has uncomputed tokens", LL(o.seq)));
     }
-    if (Complete(*r, s)) {
+    const int64_t appended = o.accepted_drafts + (o.appended_token ? 1 : 0);
+    if (s.num_tokens + appended - r->prompt_tokens > r->max_new_tokens) {
       return Status::InvalidArgument(
           base::StrFormat("sched: sequence %lld already generated max_new_tokens (%lld)", LL(o.seq),
                           LL(r->max_new_tokens)));
@@ -284,18 +291,30 @@ Status Scheduler::OnStepDone(const StepPlan& plan, const std::vector<SeqOutcome>
                              const std::vector<RequestOutcome>& requests) {
   Impl& m = *impl_;
   KVF_RETURN_IF_ERROR(m.ValidateOutcomes(plan, seqs, requests));
+  std::unordered_map<int64_t, int64_t> kept_drafts;
+  for (const SeqOutcome& o : seqs)
+    if (o.accepted_drafts > 0) kept_drafts[o.seq] = o.accepted_drafts;
   for (int64_t id : m.inflight_seqs) {
     SeqState* s = m.FindSeq(id);
     if (s == nullptr || s->inflight_end < 0) continue;
-    s->num_computed = s->inflight_end;
+    int64_t end = s->inflight_end;
+    if (s->inflight_drafts > 0) {
+      // Rejected drafts' slots go before the KV space is told what is computed.
+      auto kept = kept_drafts.find(id);
+      end -= s->inflight_drafts - (kept == kept_drafts.end() ? 0 : kept->second);
+      m.kv->Truncate(id, end);
+      s->kv_slots = end;
+      s->inflight_drafts = 0;
+    }
+    s->num_computed = end;
     s->inflight_end = -1;
     m.kv->OnComputed(id, s->num_computed, s->num_computed <= s->prefill_end);
   }
   m.inflight_seqs.clear();
   m.pending_step = 0;
   for (const SeqOutcome& o : seqs) {
-    if (!o.appended_token) continue;
-    if (SeqState* s = m.FindSeq(o.seq); s != nullptr) ++s->num_tokens;
+    if (SeqState* s = m.FindSeq(o.seq); s != nullptr)
+      s->num_tokens += o.accepted_drafts + (o.appended_token ? 1 : 0);
   }
   for (const RequestOutcome& o : requests) {
     if (!o.finished) continue;
@@ -424,6 +443,10 @@ SchedulerStats Scheduler::Stats() const {
 
 bool Scheduler::HasWork() const { return !impl_->requests.empty(); }
 
+void Scheduler::OfferDrafts(int64_t seq, int64_t max_drafts, double acceptance) {
+  if (max_drafts > 0) impl_->draft_offers[seq] = {max_drafts, acceptance};
+}
+
 void Scheduler::ObserveStepCost(const StepPlan& plan, double ms) {
   impl_->cost.Observe(ShapeOf(plan.chunks), ms);
 }
@@ -433,7 +456,9 @@ const StepCostModel& Scheduler::step_cost_model() const { return impl_->cost; }
 StepShape ShapeOf(const std::vector<ScheduledChunk>& chunks) {
   StepShape shape;
   for (const ScheduledChunk& c : chunks) {
-    (c.is_prefill ? shape.prefill_tokens : shape.decode_tokens) += c.num_tokens;
+    // Draft slots are verified like a prefill chunk's tokens.
+    (c.is_prefill ? shape.prefill_tokens : shape.decode_tokens) += c.num_tokens - c.draft_tokens;
+    shape.prefill_tokens += c.draft_tokens;
     shape.attention_pairs += ChunkAttentionPairs(c.pos0, c.num_tokens);
   }
   return shape;

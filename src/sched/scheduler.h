@@ -142,6 +142,10 @@ struct ScheduledChunk {
   int64_t num_tokens = 0;
   bool is_prefill = false;  // part of the prompt (or of a recompute after preemption)
   bool sample = false;      // the chunk reaches the end of the known tokens: sample a token
+  // Speculative decoding: the last draft_tokens of num_tokens are slots for guessed tokens that
+  // follow the sequence's last known one (a decode chunk only); the engine verifies them in this
+  // step and reports how many it kept (SeqOutcome::accepted_drafts).
+  int64_t draft_tokens = 0;
 };
 
 struct StepPlan {
@@ -160,6 +164,10 @@ struct SeqOutcome {
   // are all computed once this step is committed (not only those sampled in this plan: a beam
   // may get its token a step later) and that has not generated max_new_tokens yet.
   bool appended_token = false;
+  // Speculative decoding: drafted tokens of the chunk kept as tokens (<= its draft_tokens); they
+  // count as computed and are appended before the sampled one. The rest of the draft slots are
+  // released (KvSpace::Truncate).
+  int64_t accepted_drafts = 0;
 };
 struct RequestOutcome {
   RequestId request = 0;
@@ -181,6 +189,8 @@ struct SchedulerStats {
   int64_t num_prefix_deferrals = 0;   // admissions held back for an in-flight shared prefix
   int64_t num_prefix_load_waits = 0;  // admissions held back while the KV space loads a prefix
   int64_t num_itl_limited_steps = 0;  // steps whose prefill max_itl_ms cut
+  int64_t num_draft_slots = 0;        // draft slots granted (speculative decoding), all steps
+  int64_t num_drafts_refused = 0;     // offers that got no slot (budget, blocks or cost)
 };
 
 // The cost-model features of a plan's chunks.
@@ -205,6 +215,13 @@ class Scheduler {
   Status Abort(RequestId id);
 
   StepPlan Schedule();
+  // Speculative decoding, asked before a Schedule() and valid for that one only: `seq`, when it
+  // gets a decode chunk, may carry up to `max_drafts` slots for drafted tokens, each kept with
+  // probability about `acceptance` (0..1, the drafter's running rate). Slots are granted only
+  // from the token budget left after every decode, without preempting, within max_new_tokens,
+  // and (once the step cost model is ready) only while the tokens they are expected to add cost
+  // less time per token than the step without them: a compute-bound step drafts nothing.
+  void OfferDrafts(int64_t seq, int64_t max_drafts, double acceptance);
   // Commits `plan` (must be the latest, uncommitted plan): computed counts advance, tokens are
   // appended, finished requests retire. Validates everything before changing anything:
   // InvalidArgument for a stale plan or a bad outcome, NotFound for an unknown sequence or

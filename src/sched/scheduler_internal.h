@@ -21,11 +21,12 @@ namespace kvforge::sched {
 
 struct SeqState {
   int64_t id = 0;
-  int64_t num_tokens = 0;     // prompt + generated
-  int64_t num_computed = 0;   // committed: K/V written for [0, num_computed)
-  int64_t prefill_end = 0;    // chunks starting before this are prefill (prompt or recompute)
-  int64_t kv_slots = 0;       // slots asked of KvSpace (0: holds nothing); kept while swapped
-  int64_t inflight_end = -1;  // end of this sequence's chunk in the pending plan, -1: none
+  int64_t num_tokens = 0;       // prompt + generated
+  int64_t num_computed = 0;     // committed: K/V written for [0, num_computed)
+  int64_t prefill_end = 0;      // chunks starting before this are prefill (prompt or recompute)
+  int64_t kv_slots = 0;         // slots asked of KvSpace (0: holds nothing); kept while swapped
+  int64_t inflight_end = -1;    // end of this sequence's chunk in the pending plan, -1: none
+  int64_t inflight_drafts = 0;  // of which draft slots (speculative decoding)
 };
 
 enum class Queue { kWaiting, kRunning, kSwapped };
@@ -101,6 +102,11 @@ struct Scheduler::Impl {
   int64_t UntimedPrefillChunk(const SeqState& s, int64_t budget) const;
   // ... and under decode-priority chunking's time budget too, in the plan `b` is forming.
   int64_t PrefillChunk(const SeqState& s, const PlanBuilder& b) const;
+  // Speculative decoding: lengthens the decode chunks of sequences with an offer by the draft
+  // slots the budget, the blocks and the cost model allow.
+  void GrantDrafts(PlanBuilder* b);
+  int64_t DraftSlotsFor(const Req& r, const SeqState& s, int64_t want, double acceptance,
+                        const PlanBuilder& b) const;
   // Starts decode-priority chunking for `b` once its decodes are scheduled.
   void LimitPrefillForItl(PlanBuilder* b) const;
   // Moves running `victim` out (swap when configured and possible, else recompute), removing
@@ -142,6 +148,11 @@ struct Scheduler::Impl {
   std::vector<Req*> running;           // sorted by rank, best first
   std::map<int64_t, Req*> aging;       // arrival -> non-promoted waiting request
   std::vector<int64_t> inflight_seqs;  // sequences with inflight_end set (plan + forks)
+  struct DraftOffer {
+    int64_t max_drafts = 0;
+    double acceptance = 0;
+  };
+  std::unordered_map<int64_t, DraftOffer> draft_offers;  // for the next Schedule() only
 };
 
 }  // namespace kvforge::sched

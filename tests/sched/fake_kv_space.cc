@@ -63,6 +63,19 @@ bool FakeKvSpace::Grow(int64_t seq, int64_t total_tokens) {
   return Applied(mgr_->AppendSlots(MakeSeqId(seq), total_tokens - t->num_tokens()));
 }
 
+void FakeKvSpace::Truncate(int64_t seq, int64_t total_tokens) {
+  if (!IsResident(seq)) {
+    Misuse("Truncate of non-resident seq " + std::to_string(seq));
+    return;
+  }
+  if (total_tokens > mgr_->Find(MakeSeqId(seq))->num_tokens()) {
+    Misuse("Truncate of seq " + std::to_string(seq) + " past its slots");
+    return;
+  }
+  if (!mgr_->Truncate(MakeSeqId(seq), total_tokens).ok())
+    Misuse("BlockManager refused to truncate seq " + std::to_string(seq));
+}
+
 void FakeKvSpace::Free(int64_t seq) {
   if (IsResident(seq)) (void)mgr_->Free(MakeSeqId(seq));
   if (auto it = swapped_.find(seq); it != swapped_.end()) {

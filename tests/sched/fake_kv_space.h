@@ -32,6 +32,7 @@ class FakeKvSpace final : public KvSpace {
   int64_t num_free_blocks() const override { return mgr_->num_free_blocks(); }
   int64_t BlocksToGrow(int64_t seq, int64_t total_tokens) const override;
   bool Grow(int64_t seq, int64_t total_tokens) override;
+  void Truncate(int64_t seq, int64_t total_tokens) override;
   void Free(int64_t seq) override;
   bool Fork(int64_t parent, int64_t child) override;
   bool CanSwapOut(int64_t seq) const override;

@@ -27,6 +27,7 @@ class PrefixSpace final : public KvSpace {
   }
   bool Grow(int64_t seq, int64_t total) override { return inner_.Grow(seq, total); }
   void Free(int64_t seq) override { inner_.Free(seq); }
+  void Truncate(int64_t seq, int64_t total) override { inner_.Truncate(seq, total); }
   bool Fork(int64_t p, int64_t c) override { return inner_.Fork(p, c); }
   bool CanSwapOut(int64_t) const override { return false; }
   bool SwapOut(int64_t) override { return false; }

@@ -26,6 +26,7 @@ Result<PrefixCacheMode> ParsePrefixCacheMode(std::string_view text);
 Result<MlaAttentionMode> ParseMlaAttentionMode(std::string_view text);
 Result<KvOffloadCompression> ParseKvOffloadCompression(std::string_view text);
 Result<KvOffloadWrite> ParseKvOffloadWrite(std::string_view text);
+Result<SpeculativeMethod> ParseSpeculativeMethod(std::string_view text);
 const char* ConfigName(KvCacheDtype v);          // "auto", "f16", "fp8_e4m3", ...
 const char* ConfigName(BatchingMode v);          // "continuous" | "static"
 const char* ConfigName(PreemptionMode v);        // "recompute" | "swap"
@@ -34,6 +35,7 @@ const char* ConfigName(PrefixCacheMode v);       // "hash" | "radix"
 const char* ConfigName(MlaAttentionMode v);      // "auto" | "absorbed" | "naive"
 const char* ConfigName(KvOffloadCompression v);  // "none" | "lz4" | "zstd"
 const char* ConfigName(KvOffloadWrite v);        // "through" | "back"
+const char* ConfigName(SpeculativeMethod v);     // "off" | "ngram" | "draft_model"
 std::string KvCacheDtypeChoices();               // "auto|f32|f16|..." for usage text
 
 enum class ConfigFieldKind { kBool, kInt, kUint, kFloat, kString, kChoice };

@@ -61,6 +61,10 @@ struct GenerationResult {
   int64_t kv_evicted_tokens = 0;
   int64_t kv_peak_tokens = 0;
   int64_t kv_final_tokens = 0;
+  // Speculative decoding: tokens drafted and verified, drafts kept, verify steps.
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  int64_t spec_verify_steps = 0;
 };
 
 // Called with each new piece of text (complete UTF-8) and its token id; return false to stop.

@@ -45,6 +45,9 @@ enum class KvOffloadCompression : uint8_t { kNone, kLz4, kZstd };
 // the hot pool still holds them) or when the hot pool drops their blocks (write-back: nothing is
 // written for prefixes the pool keeps; what is still held is written when the engine closes).
 enum class KvOffloadWrite : uint8_t { kThrough, kBack };
+// Speculative decoding (docs/adr/0020): off, prompt lookup (n-gram matches in the sequence's own
+// tokens) or a draft model (a smaller GGUF with the same vocabulary).
+enum class SpeculativeMethod : uint8_t { kOff, kNgram, kDraftModel };
 
 struct EngineConfig {
   // --- model and threads ------------------------------------------------------------------
@@ -128,6 +131,19 @@ struct EngineConfig {
   int64_t kv_offload_redis_timeout_ms = 200;  // connect and each read/write; then a miss
   int64_t kv_offload_redis_ttl_s = 0;         // expire records (0: never)
 
+  // --- speculative decoding (docs/adr/0020): drafted tokens verified in one forward, the output
+  // distributed exactly as without (greedy: the same tokens) ------------------------------------
+  // kOff with speculative_model set means kDraftModel (vLLM infers the method from the model).
+  SpeculativeMethod speculative_method = SpeculativeMethod::kOff;
+  std::string speculative_model;       // draft GGUF (llama.cpp --model-draft)
+  int32_t num_speculative_tokens = 5;  // the most tokens drafted per sequence and step
+  int32_t prompt_lookup_max = 4;       // n-gram: longest suffix matched
+  int32_t prompt_lookup_min = 2;       // n-gram: shortest suffix matched
+  KvCacheDtype speculative_kv_cache_dtype = KvCacheDtype::kAuto;  // the draft's KV (auto: f16)
+  // Per sequence, draft as many tokens as its running acceptance rate pays for, and let the
+  // scheduler's step cost model drop drafts from compute-bound steps (false: always k).
+  bool speculative_adaptive = true;
+
   // --- KV eviction (docs/kv_cache.md#eviction): every request's default; a request may set its
   // own (SamplingParams::kv_policy) --------------------------------------------------------------
   KvPolicy kv_policy;
@@ -136,5 +152,7 @@ struct EngineConfig {
 // Every check of a config that needs no model (sizes, the thread limit, the KV policy, a
 // kv_budget without a kv_policy); the engine makes them again, with the model's, when created.
 Status ValidateEngineConfig(const EngineConfig& config);
+// The speculative method a config means (kDraftModel when only speculative_model is set).
+SpeculativeMethod EffectiveSpeculativeMethod(const EngineConfig& config);
 
 }  // namespace kvforge

@@ -57,6 +57,11 @@ struct RequestMetrics {
   int64_t kv_evicted_tokens = 0;
   int64_t kv_peak_tokens = 0;
   int64_t kv_final_tokens = 0;
+  // Speculative decoding (all sequences): tokens drafted and verified, drafts kept, and the
+  // forward steps that verified drafts.
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  int64_t spec_verify_steps = 0;
 };
 
 struct RequestOutput {
@@ -109,6 +114,16 @@ struct EngineStats {
   int64_t kv_offload_prefetches = 0;     // fetches started while their request waited behind others
   int64_t kv_offload_deferred_chunks = 0;  // write-back: chunks waiting for the pool to drop them
   std::vector<KvTierStats> kv_tiers;
+  // Speculative decoding (zeros when off; vLLM's spec_decode metrics): the method, verify chunks
+  // run ("drafts"), tokens drafted and verified, drafts kept; draft slots the scheduler granted
+  // and offers it refused (budget, blocks, or a compute-bound step); the draft model's KV bytes.
+  std::string spec_method;  // "off", "ngram", "draft_model"
+  int64_t spec_num_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  int64_t spec_granted_slots = 0;
+  int64_t spec_refused_offers = 0;
+  uint64_t spec_draft_kv_bytes = 0;
 };
 
 // Called on the engine thread with each request's progress; the last call has finished = true.

@@ -43,6 +43,8 @@ constexpr MlaAttentionMode kMlaModes[] = {MlaAttentionMode::kAuto, MlaAttentionM
 constexpr KvOffloadCompression kOffloadCompression[] = {
     KvOffloadCompression::kNone, KvOffloadCompression::kLz4, KvOffloadCompression::kZstd};
 constexpr KvOffloadWrite kOffloadWrite[] = {KvOffloadWrite::kThrough, KvOffloadWrite::kBack};
+constexpr SpeculativeMethod kSpecMethods[] = {SpeculativeMethod::kOff, SpeculativeMethod::kNgram,
+                                              SpeculativeMethod::kDraftModel};
 
 // --- the field table ----------------------------------------------------------------------------
 
@@ -443,6 +445,28 @@ std::vector<ConfigField> MakeFields() {
       Int("kv_offload_redis_ttl_s", &C::kv_offload_redis_ttl_s, 0,
           "Redis tier record expiry, seconds (0: never)"),
       {{"kv-offload-redis-ttl", ""}});
+  g = "speculative decoding";
+  Add(&v, g,
+      Choice("speculative_method", &C::speculative_method, kSpecMethods,
+             "off, ngram (prompt lookup) or draft_model (speculative_model)"),
+      {{"spec-type", ""}});
+  Add(&v, g,
+      Text("speculative_model", &C::speculative_model,
+           "draft GGUF, same vocabulary (implies draft_model)"),
+      {{"model-draft", ""}});
+  Add(&v, g,
+      Int("num_speculative_tokens", &C::num_speculative_tokens, 1,
+          "most tokens drafted per sequence and step"),
+      {{"draft-max", ""}});
+  Add(&v, g, Int("prompt_lookup_max", &C::prompt_lookup_max, 1, "n-gram: longest suffix matched"));
+  Add(&v, g,
+      Int("prompt_lookup_min", &C::prompt_lookup_min, 1, "n-gram: shortest suffix matched"));
+  Add(&v, g,
+      Dtype("speculative_kv_cache_dtype", &C::speculative_kv_cache_dtype,
+            "the draft model's KV dtype (auto: f16)"));
+  Add(&v, g,
+      Bool("speculative_adaptive", &C::speculative_adaptive,
+           "draft what the acceptance rate and the step cost pay for (false: always k)"));
   for (ConfigField& p : PolicyFields()) Add(&v, "KV eviction (also per request)", std::move(p));
   return v;
 }
@@ -477,6 +501,9 @@ Result<KvOffloadCompression> ParseKvOffloadCompression(std::string_view t) {
 Result<KvOffloadWrite> ParseKvOffloadWrite(std::string_view t) {
   return ParseName(t, "kv_offload_write", kOffloadWrite);
 }
+Result<SpeculativeMethod> ParseSpeculativeMethod(std::string_view t) {
+  return ParseName(t, "speculative_method", kSpecMethods);
+}
 Result<MlaAttentionMode> ParseMlaAttentionMode(std::string_view t) {
   return ParseName(t, "mla_attention", kMlaModes);
 }
@@ -502,6 +529,10 @@ const char* ConfigName(KvOffloadCompression v) {
                                           : (v == KvOffloadCompression::kLz4 ? "lz4" : "none");
 }
 const char* ConfigName(KvOffloadWrite v) { return v == KvOffloadWrite::kBack ? "back" : "through"; }
+const char* ConfigName(SpeculativeMethod v) {
+  return v == SpeculativeMethod::kNgram ? "ngram"
+                                        : (v == SpeculativeMethod::kDraftModel ? "draft_model" : "off");
+}
 const char* ConfigName(MlaAttentionMode v) {
   return v == MlaAttentionMode::kAbsorbed ? "absorbed"
                                           : (v == MlaAttentionMode::kNaive ? "naive" : "auto");

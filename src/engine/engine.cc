@@ -87,6 +87,9 @@ GenerationResult ResultOf(const RequestOutput& out, const std::vector<int32_t>& 
   r.kv_evicted_tokens = m.kv_evicted_tokens;
   r.kv_peak_tokens = m.kv_peak_tokens;
   r.kv_final_tokens = m.kv_final_tokens;
+  r.spec_draft_tokens = m.spec_draft_tokens;
+  r.spec_accepted_tokens = m.spec_accepted_tokens;
+  r.spec_verify_steps = m.spec_verify_steps;
   return r;
 }
 

@@ -66,6 +66,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
   KVF_RETURN_IF_ERROR(sc.Validate());
   e->sched_ = std::make_unique<sched::Scheduler>(sc, e->space_.get());
   e->grammars_ = std::make_unique<engine::GrammarCache>(*e->tok_);
+  KVF_ASSIGN_OR_RETURN(e->spec_, engine::Speculator::Create(c, *e->model_, *e->tok_, *e->cache_,
+                                                            *e->pool_, e->max_len_));
   if (e->offload_) KVF_LOG_INFO("%s", e->offload_->Describe().c_str());
   return e;
 }
@@ -208,6 +210,7 @@ void EngineCore::Abort(int64_t request_id) {
       s->finish_reason = FinishReasonName(FinishReason::kAbort);
     }
   Emit(r, true);
+  for (auto& s : r.seqs) ForgetDraft(s->id);
   for (auto& s : r.seqs) seq_owner_.erase(s->id);
   requests_.erase(it);
 }
@@ -263,6 +266,13 @@ EngineStats EngineCore::Stats() const {
   s.prefix_deferrals = ss.num_prefix_deferrals;
   s.itl_limited_steps = ss.num_itl_limited_steps;
   s.kv_compactions = kv_compactions_;
+  s.spec_method = ConfigName(spec_ ? spec_->method() : SpeculativeMethod::kOff);
+  s.spec_num_drafts = spec_num_drafts_;
+  s.spec_draft_tokens = spec_draft_tokens_;
+  s.spec_accepted_tokens = spec_accepted_tokens_;
+  s.spec_granted_slots = sched_->Stats().num_draft_slots;
+  s.spec_refused_offers = sched_->Stats().num_drafts_refused;
+  s.spec_draft_kv_bytes = spec_ ? spec_->draft_kv_bytes() : 0;
   s.kv_usage = cache_->Usage();
   s.kv_total_blocks = cache_->num_blocks();
   s.kv_block_tokens = cache_->block_tokens();

@@ -2,11 +2,15 @@
 //
 // Owns the model, tokenizer, paged KV cache, scheduler and thread pool. Step() (engine_step.cc)
 // runs one iteration as named stages, each value in / value out:
+//   OfferDrafts()                        speculative decoding: what each sequence may draft
 //   plan    = scheduler's Schedule()     (its plan/commit protocol: an uncommitted plan is redone)
-//   batch   = BuildBatch(plan)           reads the requests, changes nothing
+//   drafts  = DraftTokens(plan)          fills the draft slots the plan granted (n-gram / model)
+//   batch   = BuildBatch(plan, drafts)   reads the requests, changes nothing
 //   logits  = RunForward(batch)          writes KV only into the plan's uncommitted slots
-//   choices = ChooseTokens(batch)        sampling, n > 1 forks and beam search decided, not applied
-//   CommitStep(plan, batch, choices)     KV policies, forks, tokens, OnStepDone, outputs
+//   choices = ChooseTokens(batch)        sampling, drafts verified, n > 1 forks and beam search
+//                                        decided, not applied
+//   CommitStep(plan, batch, choices)     rejected drafts' KV cut, KV policies, forks, tokens,
+//                                        OnStepDone, outputs
 //   RecordStepMetrics(plan)
 // so an error before the commit leaves every request as it was, and the next Step() redoes the
 // same plan. Parallel sampling (n > 1) prefills once and forks the prompt's blocks; beam search
@@ -26,6 +30,7 @@
 #include "engine/kv_eviction.h"
 #include "engine/kv_offload.h"
 #include "engine/kv_space_adapter.h"
+#include "engine/speculation.h"
 #include "engine/stop_checker.h"
 #include "engine/structured_output.h"
 #include "kernels/thread_pool.h"
@@ -112,6 +117,8 @@ class EngineCore {
     std::vector<float> pending_logprobs;  // beam search: log-softmax waiting for the other beams
     std::unique_ptr<engine::SeqEviction> evict;      // the request's KV policy (null: keeps all)
     std::optional<engine::SequenceGrammar> grammar;  // structured outputs (unset: free text)
+    engine::DraftStats draft;                        // speculative decoding's running rate
+    std::vector<int32_t> ngram_draft;                // n-gram: this step's proposal
   };
   struct Request {
     int64_t id = 0;
@@ -129,10 +136,19 @@ class EngineCore {
     std::vector<int32_t> end_tokens;                  // for the sequences' grammars
   };
 
-  // A sampled chunk's logits row (row i of the forward's output).
+  // A sampled chunk's logits rows: 1, or with drafts 1 + drafts.size() (the last known token's
+  // and each draft's), from row `first_row` of the forward's output.
   struct SampledRow {
     int64_t request = 0;
     int64_t seq = 0;
+    int64_t first_row = 0;
+    int64_t first_slot = 0;       // KV slot of the chunk's first token
+    std::vector<int32_t> drafts;  // speculative decoding: the tokens verified
+    std::vector<sampling::TokenDistribution> q;  // their draft distributions (empty: points)
+  };
+  // The drafts for a plan's draft slots, per sequence.
+  struct StepDrafts {
+    std::unordered_map<int64_t, spec::Draft> by_seq;
   };
   struct StepBatch {
     model::Batch batch;
@@ -172,6 +188,8 @@ class EngineCore {
   struct RowChoice {
     int64_t request = 0;
     std::vector<ForkChoice> forks;  // applied before the parent's own token
+    std::vector<TokenChoice> accepted;  // drafts kept, appended before `choice`
+    int64_t drafted = 0;                // drafts verified
     TokenChoice choice;
   };
   struct StepChoices {
@@ -191,7 +209,9 @@ class EngineCore {
   static std::optional<engine::SequenceGrammar> GrammarFor(const Request& r);
   std::unique_ptr<Seq> CloneSeq(const Request& r, const Seq& from, int32_t index);
   // --- the step's stages (engine_step.cc) ---
-  Result<StepBatch> BuildBatch(const sched::StepPlan& plan) const;
+  void OfferDrafts();
+  Result<StepDrafts> DraftTokens(const sched::StepPlan& plan);
+  Result<StepBatch> BuildBatch(const sched::StepPlan& plan, StepDrafts drafts) const;
   Status RunForward(StepBatch& batch);
   Result<StepChoices> ChooseTokens(const StepBatch& batch);
   Status CommitStep(const sched::StepPlan& plan, const StepBatch& batch, StepChoices choices);
@@ -206,6 +226,16 @@ class EngineCore {
                           std::optional<engine::SequenceGrammar>& grammar,
                           const std::vector<int32_t>& history, float* logits) const;
   BeamChoice DecideBeams(const Request& r, const std::vector<const std::vector<float>*>& lp) const;
+  // A row with drafts: each draft checked against the target's distribution at its position
+  // (sampling/speculative.h) until one is refused (its replacement ends the row) or all are kept
+  // (then the last row's token). `rows` [1 + drafts][n_vocab].
+  RowChoice VerifyDrafts(const Request& r, Seq& s, const SampledRow& row, float* rows) const;
+  // Whether sequence `s` of `r` may draft: not beams, not a KV policy whose decode steps observe
+  // attention or read sparsely (their statistics would see the drafts).
+  bool MaySpeculate(const Request& r, const Seq& s) const;
+  // Cuts rejected drafts' KV before the KV policies and the scheduler see the sequence.
+  Status CutRejectedDrafts(const StepBatch& b, const StepChoices& c);
+  void ForgetDraft(int64_t seq);
   // CommitStep's parts.
   void NoteFirstSchedule(const sched::StepPlan& plan, Clock::time_point at);
   void NoteTokenTimes(const StepBatch& batch);
@@ -215,7 +245,8 @@ class EngineCore {
   void FinishSeq(Seq& s, FinishReason reason);
   Status CommitBeams(Request& r, BeamChoice& choice, std::vector<sched::SeqOutcome>* outcomes);
   // After the forward: each scheduled sequence with a KV policy compacts if its policy says so.
-  Status ApplyKvPolicies(const sched::StepPlan& plan);
+  Status ApplyKvPolicies(const sched::StepPlan& plan,
+                         const std::unordered_map<int64_t, int64_t>& kept_drafts);
   void FinishRequests(const std::vector<sched::RequestOutcome>& done,
                       const std::vector<int64_t>& drops);
   void Emit(Request& r, bool final);
@@ -259,6 +290,8 @@ class EngineCore {
   ModelInfo info_;
   Engine::EvictionSummary last_eviction_;
   std::optional<StepStage> injected_fault_;
+  std::unique_ptr<engine::Speculator> spec_;  // null: speculative decoding off
+  int64_t spec_num_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
 };
 
 }  // namespace kvforge

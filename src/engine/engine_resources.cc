@@ -21,9 +21,26 @@ Status ValidateEngineConfig(const EngineConfig& c) {
   if (c.max_num_batched_tokens <= 0 || c.max_num_seqs <= 0)
     return Status::InvalidArgument("max_num_batched_tokens and max_num_seqs must be positive");
   if (c.max_model_len < 0) return Status::InvalidArgument("max_model_len must be >= 0");
+  if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > 32)
+    return Status::InvalidArgument("num_speculative_tokens must be 1..32");
+  if (c.prompt_lookup_min < 1 || c.prompt_lookup_max < c.prompt_lookup_min ||
+      c.prompt_lookup_max > 32)
+    return Status::InvalidArgument(
+        "prompt lookup needs 1 <= prompt_lookup_min <= prompt_lookup_max <= 32");
+  if (c.speculative_method == SpeculativeMethod::kDraftModel && c.speculative_model.empty())
+    return Status::InvalidArgument("speculative_method draft_model needs speculative_model");
+  if (c.speculative_method == SpeculativeMethod::kNgram && !c.speculative_model.empty())
+    return Status::InvalidArgument(
+        "speculative_model is a draft model: it needs speculative_method draft_model, not ngram");
   if (!c.kv_policy.enabled() && c.kv_policy.budget != 0)
     return Status::InvalidArgument("kv_budget needs a kv_policy (the policy is none)");
   return ValidateKvPolicy(c.kv_policy).WithContext("kv_policy");
+}
+
+SpeculativeMethod EffectiveSpeculativeMethod(const EngineConfig& c) {
+  if (c.speculative_method == SpeculativeMethod::kOff && !c.speculative_model.empty())
+    return SpeculativeMethod::kDraftModel;
+  return c.speculative_method;
 }
 
 }  // namespace kvforge

@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "engine/engine_core.h"
+#include "sampling/speculative.h"
+#include "spec/ngram_drafter.h"
 
 namespace kvforge {
 
@@ -46,6 +48,7 @@ Status EngineCore::InjectedFault(StepStage after) {
 
 Status EngineCore::Step() {
   const auto step_start = Clock::now();
+  OfferDrafts();
   sched::StepPlan plan = sched_->Schedule();
   // The scheduler has preempted these already (its own state, whatever this step does).
   for (int64_t id : plan.preempted)
@@ -63,7 +66,9 @@ Status EngineCore::Step() {
     for (auto& [seq, saved] : policies) seq->evict = std::move(saved);
     return st;
   };
-  Result<StepBatch> batch = BuildBatch(plan);
+  Result<StepDrafts> drafts = DraftTokens(plan);
+  if (!drafts.ok()) return undo(drafts.error());
+  Result<StepBatch> batch = BuildBatch(plan, std::move(*drafts));
   if (!batch.ok()) return undo(batch.error());
   if (Status st = InjectedFault(StepStage::kBuildBatch); !st.ok()) return undo(st);
   if (Status st = RunForward(*batch); !st.ok()) return undo(st);
@@ -88,25 +93,101 @@ EngineCore::SavePolicies(const sched::StepPlan& plan) {
   return saved;
 }
 
+// --- drafts -----------------------------------------------------------------------------------
+
+bool EngineCore::MaySpeculate(const Request& r, const Seq& s) const {
+  return !r.beam && !s.finished && (!s.evict || s.evict->AllowsDrafts());
+}
+
+void EngineCore::OfferDrafts() {
+  if (!spec_) return;
+  for (auto& [id, rp] : requests_) {
+    Request& r = *rp;
+    for (auto& sp : r.seqs) {
+      Seq& s = *sp;
+      s.ngram_draft.clear();
+      // Only a sequence about to decode (its last token is the only one not computed).
+      if (!MaySpeculate(r, s) ||
+          sched_->NumComputed(s.id) != static_cast<int64_t>(s.tokens.size()) - 1)
+        continue;
+      const int32_t k = engine::DraftLength(s.draft, spec_->max_drafts(), spec_->adaptive());
+      if (k <= 0) continue;
+      int64_t offer = k;
+      if (spec_->method() == SpeculativeMethod::kNgram) {
+        s.ngram_draft = spec::ProposeNgram(s.tokens, spec_->lookup_min(), spec_->lookup_max(), k);
+        offer = static_cast<int64_t>(s.ngram_draft.size());
+      }
+      // Not adaptive: drafts are worth their cost by decree, as if every one were kept.
+      sched_->OfferDrafts(s.id, offer, spec_->adaptive() ? s.draft.acceptance : 1.0);
+    }
+  }
+}
+
+Result<EngineCore::StepDrafts> EngineCore::DraftTokens(const sched::StepPlan& plan) {
+  StepDrafts out;
+  if (!spec_) return out;
+  std::vector<spec::DraftAsk> asks;
+  for (const auto& ch : plan.chunks) {
+    if (ch.draft_tokens <= 0) continue;
+    auto ow = seq_owner_.find(ch.seq);
+    if (ow == seq_owner_.end()) return Status::Internal("draft slots for an unknown sequence");
+    Request& r = *requests_.at(ow->second);
+    Seq* s = FindSeq(r, ch.seq);
+    if (s == nullptr) return Status::Internal("draft slots for an unknown sequence");
+    if (spec_->method() == SpeculativeMethod::kNgram) {
+      spec::Draft d;
+      const size_t n = std::min(s->ngram_draft.size(), static_cast<size_t>(ch.draft_tokens));
+      d.tokens.assign(s->ngram_draft.begin(), s->ngram_draft.begin() + static_cast<long>(n));
+      out.by_seq[ch.seq] = std::move(d);
+    } else {
+      asks.push_back({ch.seq, &s->tokens, static_cast<int32_t>(ch.draft_tokens), &r.params});
+    }
+  }
+  if (asks.empty()) return out;
+  KVF_ASSIGN_OR_RETURN(std::vector<spec::Draft> drafts,
+                       spec_->draft_model()->Propose(asks, *pool_));
+  for (size_t i = 0; i < asks.size(); ++i) out.by_seq[asks[i].seq] = std::move(drafts[i]);
+  return out;
+}
+
 // --- build batch ------------------------------------------------------------------------------
 
-Result<EngineCore::StepBatch> EngineCore::BuildBatch(const sched::StepPlan& plan) const {
+Result<EngineCore::StepBatch> EngineCore::BuildBatch(const sched::StepPlan& plan,
+                                                     StepDrafts drafts) const {
   StepBatch b;
   b.planned_at = Clock::now();
+  int64_t rows = 0;  // logits rows so far
   for (const auto& ch : plan.chunks) {
     auto ow = seq_owner_.find(ch.seq);
     if (ow == seq_owner_.end()) return Status::Internal("scheduled an unknown sequence");
     const Request& r = *requests_.at(ow->second);
     const Seq* s = FindSeq(r, ch.seq);
-    if (s == nullptr || ch.pos0 + ch.num_tokens > static_cast<int64_t>(s->tokens.size()))
+    const int64_t known = ch.num_tokens - ch.draft_tokens;  // tokens the sequence has
+    if (s == nullptr || ch.pos0 + known > static_cast<int64_t>(s->tokens.size()))
       return Status::Internal("scheduled tokens the sequence does not have");
+    spec::Draft draft;
+    if (auto it = drafts.by_seq.find(ch.seq); ch.draft_tokens > 0 && it != drafts.by_seq.end()) {
+      draft = std::move(it->second);
+      if (static_cast<int64_t>(draft.tokens.size()) > ch.draft_tokens) {
+        draft.tokens.resize(static_cast<size_t>(ch.draft_tokens));
+        if (!draft.q.empty()) draft.q.resize(draft.tokens.size());
+      }
+    }
+    const int64_t n_drafts = static_cast<int64_t>(draft.tokens.size());
     const int64_t begin = static_cast<int64_t>(b.batch.tokens.size());
     b.batch.tokens.insert(b.batch.tokens.end(), s->tokens.begin() + ch.pos0,
-                          s->tokens.begin() + ch.pos0 + ch.num_tokens);
-    b.batch.seqs.push_back({ch.seq, ch.pos0, begin, ch.num_tokens, false, ch.sample});
-    if (s->evict) s->evict->PrepareChunk(*cache_, ch.pos0, &b.batch.seqs.back());
+                          s->tokens.begin() + ch.pos0 + known);
+    b.batch.tokens.insert(b.batch.tokens.end(), draft.tokens.begin(), draft.tokens.end());
+    // A verify chunk needs the logits of every position: the last token's and each draft's.
+    b.batch.seqs.push_back({ch.seq, ch.pos0, begin, known + n_drafts, n_drafts > 0, ch.sample});
+    model::SeqChunk& chunk = b.batch.seqs.back();
+    if (s->evict) s->evict->PrepareChunk(*cache_, ch.pos0, &chunk);
     if (ch.is_prefill) b.prefill_tokens += ch.num_tokens;
-    if (ch.sample) b.sampled.push_back({r.id, ch.seq});
+    if (ch.sample) {
+      b.sampled.push_back(
+          {r.id, ch.seq, rows, chunk.first_slot(), std::move(draft.tokens), std::move(draft.q)});
+      rows += 1 + n_drafts;
+    }
   }
   return b;
 }
@@ -150,7 +231,12 @@ Result<EngineCore::StepChoices> EngineCore::ChooseTokens(const StepBatch& b) {
   for (size_t i = 0; i < b.sampled.size(); ++i) {
     Request& r = *requests_.at(b.sampled[i].request);
     Seq& s = *FindSeq(r, b.sampled[i].seq);
-    float* row = logits_.data() + static_cast<int64_t>(i) * n_vocab;  // [n_vocab]
+    float* row = logits_.data() + b.sampled[i].first_row * n_vocab;  // [rows][n_vocab]
+    if (!b.sampled[i].drafts.empty()) {
+      drawn.emplace_back(s.sampler.get(), s.sampler->rng());
+      out.rows.push_back(VerifyDrafts(r, s, b.sampled[i], row));
+      continue;
+    }
     if (r.beam) {
       sampling::Sampler::ApplyLogitBias(r.params, row, n_vocab);
       if (s.grammar && !s.grammar->Mask(row, n_vocab)) {
@@ -204,6 +290,50 @@ Result<EngineCore::StepChoices> EngineCore::ChooseTokens(const StepBatch& b) {
     return s;
   }
   return out;
+}
+
+EngineCore::RowChoice EngineCore::VerifyDrafts(const Request& r, Seq& s, const SampledRow& row,
+                                               float* rows) const {
+  const int64_t n_vocab = model_->config().n_vocab;
+  RowChoice rc;
+  rc.request = r.id;
+  rc.drafted = static_cast<int64_t>(row.drafts.size());
+  // The sequence as it would be with the drafts kept so far: its grammar state and penalty
+  // history, so that p at each position is what plain decoding would have sampled from.
+  std::optional<engine::SequenceGrammar> grammar = s.grammar;
+  std::vector<int32_t> history = s.tokens;
+  for (size_t i = 0; i <= row.drafts.size(); ++i) {
+    float* logits = rows + static_cast<int64_t>(i) * n_vocab;  // [n_vocab]
+    std::vector<float> raw;  // before masking, for the logprobs
+    if (r.params.logprobs > 0) raw.assign(logits, logits + n_vocab);
+    sampling::TokenDistribution p;
+    if (!grammar || grammar->Mask(logits, n_vocab))
+      p = s.sampler->Distribution(logits, n_vocab, history);
+    TokenChoice c;
+    c.seq = s.id;
+    bool kept = false;
+    if (i < row.drafts.size()) {
+      const sampling::DraftVerdict v = sampling::VerifyDraft(
+          *s.sampler, p, row.drafts[i], row.q.empty() ? nullptr : &row.q[i]);
+      c.token = v.token;
+      kept = v.accepted;
+    } else {
+      c.token = s.sampler->Draw(p);  // every draft kept: the target's own next token
+    }
+    if (c.token >= 0 && r.params.logprobs > 0) {
+      std::vector<sampling::TokenLogprob> top;
+      c.logprob = sampling::Sampler::LogProb(raw.data(), n_vocab, c.token, &top, r.params.logprobs);
+      for (const auto& t : top) c.top.emplace_back(t.id, t.logprob);
+    }
+    if (!kept) {
+      rc.choice = std::move(c);
+      break;
+    }
+    history.push_back(c.token);
+    if (grammar) grammar->Accept(c.token);
+    rc.accepted.push_back(std::move(c));
+  }
+  return rc;
 }
 
 EngineCore::BeamChoice EngineCore::DecideBeams(
@@ -329,8 +459,12 @@ Status EngineCore::CommitStep(const sched::StepPlan& plan, const StepBatch& b, S
   ++steps_;
   NoteFirstSchedule(plan, b.planned_at);
   prompt_tokens_total_ += b.prefill_tokens;
+  std::unordered_map<int64_t, int64_t> kept_drafts;  // seq -> drafts verification kept
+  for (const RowChoice& rc : c.rows)
+    if (rc.drafted > 0) kept_drafts[rc.choice.seq] = static_cast<int64_t>(rc.accepted.size());
+  KVF_RETURN_IF_ERROR(CutRejectedDrafts(b, c));
   // Before the forks, so that n > 1 completions fork the compacted prompt.
-  KVF_RETURN_IF_ERROR(ApplyKvPolicies(plan));
+  KVF_RETURN_IF_ERROR(ApplyKvPolicies(plan, kept_drafts));
   NoteTokenTimes(b);
   std::vector<sched::SeqOutcome> seq_out;
   std::vector<int64_t> touched;
@@ -352,9 +486,31 @@ Status EngineCore::CommitStep(const sched::StepPlan& plan, const StepBatch& b, S
       if (child->finished) drops.push_back(child->id);
       r.seqs.push_back(std::move(child));
     }
-    const size_t before = s->tokens.size();
-    AppendToken(r, *s, rc.choice);
-    seq_out.push_back({s->id, s->tokens.size() > before});
+    // Kept drafts first (a stop among them ends the sequence there), then the sampled token.
+    int64_t drafts_appended = 0;
+    for (const TokenChoice& t : rc.accepted) {
+      if (s->finished) break;
+      const size_t before = s->tokens.size();
+      AppendToken(r, *s, t);
+      drafts_appended += s->tokens.size() > before;
+    }
+    bool appended = false;
+    if (!s->finished) {
+      const size_t before = s->tokens.size();
+      AppendToken(r, *s, rc.choice);
+      appended = s->tokens.size() > before;
+    }
+    seq_out.push_back({s->id, appended, drafts_appended});
+    if (rc.drafted > 0) {
+      const auto kept = static_cast<int64_t>(rc.accepted.size());
+      engine::RecordVerify(s->draft, rc.drafted, kept);
+      r.metrics.spec_draft_tokens += rc.drafted;
+      r.metrics.spec_accepted_tokens += kept;
+      r.metrics.spec_verify_steps++;
+      spec_num_drafts_++;
+      spec_draft_tokens_ += rc.drafted;
+      spec_accepted_tokens_ += kept;
+    }
     if (s->finished) drops.push_back(s->id);
   }
   for (BeamChoice& bc : c.beams) {
@@ -370,8 +526,31 @@ Status EngineCore::CommitStep(const sched::StepPlan& plan, const StepBatch& b, S
     req_out.push_back({rid, all});
   }
   KVF_RETURN_IF_ERROR(sched_->OnStepDone(plan, seq_out, req_out));
+  // The draft model keeps only what the target kept (its next call would cut the rest anyway).
+  if (spec_ && spec_->draft_model())
+    for (const RowChoice& rc : c.rows)
+      if (rc.drafted > 0)
+        if (const int64_t n = sched_->NumComputed(rc.choice.seq); n >= 0)
+          spec_->draft_model()->Keep(rc.choice.seq, n);
   FinishRequests(req_out, drops);
   return Status::Ok();
+}
+
+Status EngineCore::CutRejectedDrafts(const StepBatch& b, const StepChoices& c) {
+  for (const SampledRow& row : b.sampled) {
+    if (row.drafts.empty()) continue;
+    for (const RowChoice& rc : c.rows) {
+      if (rc.choice.seq != row.seq) continue;
+      const int64_t keep = row.first_slot + 1 + static_cast<int64_t>(rc.accepted.size());
+      if (cache_->Contains(row.seq) && cache_->NumTokens(row.seq) > keep)
+        KVF_RETURN_IF_ERROR(cache_->Truncate(row.seq, keep));
+    }
+  }
+  return Status::Ok();
+}
+
+void EngineCore::ForgetDraft(int64_t seq) {
+  if (spec_ && spec_->draft_model()) spec_->draft_model()->Free(seq);
 }
 
 void EngineCore::FinishRequests(const std::vector<sched::RequestOutcome>& outcomes,
@@ -380,27 +559,32 @@ void EngineCore::FinishRequests(const std::vector<sched::RequestOutcome>& outcom
     Request& r = *requests_.at(ro.request);
     if (!ro.finished) {
       for (int64_t sid : drops)
-        if (seq_owner_.count(sid) && seq_owner_.at(sid) == r.id && r.seqs.size() > 1)
+        if (seq_owner_.count(sid) && seq_owner_.at(sid) == r.id && r.seqs.size() > 1) {
           (void)sched_->DropSequence(r.id, sid);
+          ForgetDraft(sid);
+        }
       Emit(r, false);
       continue;
     }
     r.metrics.e2e_ms = Ms(Clock::now() - r.arrival);
     Emit(r, true);
+    for (auto& s : r.seqs) ForgetDraft(s->id);
     for (auto& s : r.seqs) seq_owner_.erase(s->id);
     for (auto& s : r.done_beams) seq_owner_.erase(s->id);
     requests_.erase(ro.request);
   }
 }
 
-Status EngineCore::ApplyKvPolicies(const sched::StepPlan& plan) {
+Status EngineCore::ApplyKvPolicies(const sched::StepPlan& plan,
+                                   const std::unordered_map<int64_t, int64_t>& kept_drafts) {
   for (const auto& ch : plan.chunks) {
     auto ow = seq_owner_.find(ch.seq);
     Request& r = *requests_.at(ow->second);
     Seq* s = FindSeq(r, ch.seq);
     if (s == nullptr || !s->evict) continue;
-    KVF_ASSIGN_OR_RETURN(bool compacted,
-                         s->evict->AfterStep(*cache_, ch.seq, ch.pos0 + ch.num_tokens));
+    int64_t end = ch.pos0 + ch.num_tokens - ch.draft_tokens;  // computed after the step
+    if (auto k = kept_drafts.find(ch.seq); k != kept_drafts.end()) end += k->second;
+    KVF_ASSIGN_OR_RETURN(bool compacted, s->evict->AfterStep(*cache_, ch.seq, end));
     if (compacted) ++kv_compactions_;
     if (s->index == 0) {
       r.metrics.kv_evicted_tokens = s->evict->evicted_tokens();

@@ -36,6 +36,14 @@ class SeqEviction {
   int64_t compactions() const { return compactions_; }
   int64_t evicted_tokens() const { return evicted_tokens_; }
   int64_t peak_slots() const { return peak_slots_; }
+  // Whether a decode step may carry drafted tokens: its attention is dense and observed by no
+  // statistic (a continuous observer such as H2O or TOVA would count the rejected drafts'
+  // queries; sparse decode reads a one-token chunk differently from a verify chunk).
+  bool AllowsDrafts() const {
+    if (kvpolicy::IsSparse(policy_.kind)) return false;
+    if (!kvpolicy::ObservesAttention(policy_.kind)) return true;
+    return kvpolicy::IsOneShot(policy_.kind) && one_shot_done_;
+  }
 
   // Fills the chunk's slot, RoPE position and observer for `token_pos` (the scheduler's index of
   // its first token). A sequence that lost its KV (recompute preemption) starts over here.

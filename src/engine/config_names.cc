@@ -459,8 +459,7 @@ std::vector<ConfigField> MakeFields() {
           "most tokens drafted per sequence and step"),
       {{"draft-max", ""}});
   Add(&v, g, Int("prompt_lookup_max", &C::prompt_lookup_max, 1, "n-gram: longest suffix matched"));
-  Add(&v, g,
-      Int("prompt_lookup_min", &C::prompt_lookup_min, 1, "n-gram: shortest suffix matched"));
+  Add(&v, g, Int("prompt_lookup_min", &C::prompt_lookup_min, 1, "n-gram: shortest suffix matched"));
   Add(&v, g,
       Dtype("speculative_kv_cache_dtype", &C::speculative_kv_cache_dtype,
             "the draft model's KV dtype (auto: f16)"));
@@ -530,8 +529,9 @@ const char* ConfigName(KvOffloadCompression v) {
 }
 const char* ConfigName(KvOffloadWrite v) { return v == KvOffloadWrite::kBack ? "back" : "through"; }
 const char* ConfigName(SpeculativeMethod v) {
-  return v == SpeculativeMethod::kNgram ? "ngram"
-                                        : (v == SpeculativeMethod::kDraftModel ? "draft_model" : "off");
+  return v == SpeculativeMethod::kNgram
+             ? "ngram"
+             : (v == SpeculativeMethod::kDraftModel ? "draft_model" : "off");
 }
 const char* ConfigName(MlaAttentionMode v) {
   return v == MlaAttentionMode::kAbsorbed ? "absorbed"

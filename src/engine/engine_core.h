@@ -142,8 +142,8 @@ class EngineCore {
     int64_t request = 0;
     int64_t seq = 0;
     int64_t first_row = 0;
-    int64_t first_slot = 0;       // KV slot of the chunk's first token
-    std::vector<int32_t> drafts;  // speculative decoding: the tokens verified
+    int64_t first_slot = 0;                      // KV slot of the chunk's first token
+    std::vector<int32_t> drafts;                 // speculative decoding: the tokens verified
     std::vector<sampling::TokenDistribution> q;  // their draft distributions (empty: points)
   };
   // The drafts for a plan's draft slots, per sequence.
@@ -187,7 +187,7 @@ class EngineCore {
   };
   struct RowChoice {
     int64_t request = 0;
-    std::vector<ForkChoice> forks;  // applied before the parent's own token
+    std::vector<ForkChoice> forks;      // applied before the parent's own token
     std::vector<TokenChoice> accepted;  // drafts kept, appended before `choice`
     int64_t drafted = 0;                // drafts verified
     TokenChoice choice;

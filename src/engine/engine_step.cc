@@ -304,7 +304,7 @@ EngineCore::RowChoice EngineCore::VerifyDrafts(const Request& r, Seq& s, const S
   std::vector<int32_t> history = s.tokens;
   for (size_t i = 0; i <= row.drafts.size(); ++i) {
     float* logits = rows + static_cast<int64_t>(i) * n_vocab;  // [n_vocab]
-    std::vector<float> raw;  // before masking, for the logprobs
+    std::vector<float> raw;                                    // before masking, for the logprobs
     if (r.params.logprobs > 0) raw.assign(logits, logits + n_vocab);
     sampling::TokenDistribution p;
     if (!grammar || grammar->Mask(logits, n_vocab))
@@ -313,8 +313,8 @@ EngineCore::RowChoice EngineCore::VerifyDrafts(const Request& r, Seq& s, const S
     c.seq = s.id;
     bool kept = false;
     if (i < row.drafts.size()) {
-      const sampling::DraftVerdict v = sampling::VerifyDraft(
-          *s.sampler, p, row.drafts[i], row.q.empty() ? nullptr : &row.q[i]);
+      const sampling::DraftVerdict v =
+          sampling::VerifyDraft(*s.sampler, p, row.drafts[i], row.q.empty() ? nullptr : &row.q[i]);
       c.token = v.token;
       kept = v.accepted;
     } else {

@@ -43,12 +43,9 @@ class Speculator {
   // Null when the config has speculation off. A draft model is loaded and refused unless its
   // vocabulary is the target's, token for token; its KV cache holds as many token slots as
   // `target_cache` (speculative_kv_cache_dtype, auto: f16) and is calibrated like the target's.
-  static Result<std::unique_ptr<Speculator>> Create(const EngineConfig& config,
-                                                    const model::Model& target,
-                                                    const tokenizer::Tokenizer& tok,
-                                                    const kvstore::PagedKvCache& target_cache,
-                                                    kernels::ThreadPool& pool,
-                                                    int64_t max_model_len);
+  static Result<std::unique_ptr<Speculator>> Create(
+      const EngineConfig& config, const model::Model& target, const tokenizer::Tokenizer& tok,
+      const kvstore::PagedKvCache& target_cache, kernels::ThreadPool& pool, int64_t max_model_len);
 
   SpeculativeMethod method() const { return method_; }
   int32_t max_drafts() const { return k_; }

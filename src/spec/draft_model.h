@@ -52,7 +52,7 @@ class DraftModel {
 
  private:
   struct SeqState {
-    int64_t cached = 0;                         // tokens with K/V in cache_
+    int64_t cached = 0;                          // tokens with K/V in cache_
     std::unique_ptr<sampling::Sampler> sampler;  // sampled drafts only
   };
   SeqState& StateFor(const DraftAsk& ask);

@@ -37,7 +37,8 @@ TEST(NgramDrafterTest, ProposesWhatFollowedTheLatestMatch) {
   EXPECT_TRUE(ProposeNgram({}, 1, 3, 4).empty());
   EXPECT_TRUE(ProposeNgram(std::vector<int32_t>{7}, 1, 3, 4).empty());
   // The longest suffix wins over a later, shorter one: "8 9" at 2 beats "9" at 6.
-  EXPECT_EQ(ProposeNgram(std::vector<int32_t>{8, 9, 1, 2, 3, 4, 9, 0, 8, 9}, 1, 2, 2), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(ProposeNgram(std::vector<int32_t>{8, 9, 1, 2, 3, 4, 9, 0, 8, 9}, 1, 2, 2),
+            (std::vector<int32_t>{1, 2}));
 }
 
 TEST(NgramDrafterTest, RandomSequencesAgreeWithTheDefinition) {

@@ -186,6 +186,9 @@ py::dict ToDict(const RequestOutput& o) {
   m["cached_tokens"] = o.metrics.cached_tokens;
   m["kv_evicted_tokens"] = o.metrics.kv_evicted_tokens;
   m["kv_peak_tokens"] = o.metrics.kv_peak_tokens;
+  m["spec_draft_tokens"] = o.metrics.spec_draft_tokens;
+  m["spec_accepted_tokens"] = o.metrics.spec_accepted_tokens;
+  m["spec_verify_steps"] = o.metrics.spec_verify_steps;
   d["metrics"] = std::move(m);
   return d;
 }
@@ -221,6 +224,13 @@ py::dict StatsDict(const EngineStats& s) {
   d["kv_offload_prefetches"] = s.kv_offload_prefetches;
   d["kv_offload_load_waits"] = s.kv_offload_load_waits;
   d["kv_offload_deferred_chunks"] = s.kv_offload_deferred_chunks;
+  d["spec_method"] = s.spec_method;
+  d["spec_num_drafts"] = s.spec_num_drafts;
+  d["spec_draft_tokens"] = s.spec_draft_tokens;
+  d["spec_accepted_tokens"] = s.spec_accepted_tokens;
+  d["spec_granted_slots"] = s.spec_granted_slots;
+  d["spec_refused_offers"] = s.spec_refused_offers;
+  d["spec_draft_kv_bytes"] = s.spec_draft_kv_bytes;
   py::list tiers;
   for (const KvTierStats& t : s.kv_tiers) {
     py::dict td;

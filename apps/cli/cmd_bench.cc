@@ -41,6 +41,8 @@ struct ThroughputResult {
   // and each tier's counters.
   int64_t offload_loaded_tokens = 0, offload_rejected_chunks = 0, offload_dropped_writes = 0;
   std::vector<KvTierStats> tiers;
+  // Speculative decoding (zeros when off): verify chunks, tokens drafted, drafts kept.
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   double output_tps() const { return output_tokens / duration_s; }
   std::string TiersJson() const {
     std::string out = "[";
@@ -89,7 +91,9 @@ struct ThroughputResult {
         "\"itl_limited_steps\":%lld,\"max_running\":%lld,\"kv_evicted_tokens\":%lld,\"kv_offload_"
         "loaded_tokens\":%lld,"
         "\"kv_offload_rejected_chunks\":%lld,\"kv_offload_dropped_writes\":%lld,"
-        "\"kv_tiers\":%s}",
+        "\"kv_tiers\":%s,\"spec_num_drafts\":%lld,\"spec_draft_tokens\":%lld,"
+        "\"spec_accepted_tokens\":%lld,\"spec_acceptance_rate\":%.4f,"
+        "\"spec_mean_accepted_per_draft\":%.3f}",
         (long long)requests, duration_s, requests / duration_s, output_tokens / duration_s,
         (prompt_tokens + output_tokens) / duration_s, (long long)prompt_tokens,
         (long long)output_tokens, ttft.ToJson().c_str(), itl.ToJson().c_str(), e2e.ToJson().c_str(),
@@ -97,7 +101,10 @@ struct ThroughputResult {
         (long long)cached_tokens, (long long)prefix_evicted_blocks, (long long)steps,
         (long long)prefix_deferrals, (long long)itl_limited_steps, (long long)max_running,
         (long long)kv_evicted_tokens, (long long)offload_loaded_tokens,
-        (long long)offload_rejected_chunks, (long long)offload_dropped_writes, TiersJson().c_str());
+        (long long)offload_rejected_chunks, (long long)offload_dropped_writes, TiersJson().c_str(),
+        (long long)spec_drafts, (long long)spec_draft_tokens, (long long)spec_accepted_tokens,
+        spec_draft_tokens ? static_cast<double>(spec_accepted_tokens) / spec_draft_tokens : 0.0,
+        spec_drafts ? static_cast<double>(spec_accepted_tokens) / spec_drafts : 0.0);
   }
 };
 
@@ -211,6 +218,9 @@ Result<ThroughputResult> RunThroughput(const EngineConfig& base_cfg, const RunSp
   r.offload_rejected_chunks = st.kv_offload_rejected_chunks;
   r.offload_dropped_writes = st.kv_offload_dropped_writes;
   r.tiers = st.kv_tiers;
+  r.spec_drafts = st.spec_num_drafts;
+  r.spec_draft_tokens = st.spec_draft_tokens;
+  r.spec_accepted_tokens = st.spec_accepted_tokens;
   return r;
 }
 
@@ -446,6 +456,15 @@ int ThroughputMain(const Args& args) {
           r.ttft.p50, r.ttft.p90, r.ttft.p99, r.itl.p50, r.itl.p90, r.itl.p99,
           (long long)r.preemptions, 100 * r.kv_utilization, 100 * r.prefix_hit_rate);
     for (const auto& r : results) std::printf("%s", r.TiersText().c_str());
+    for (const auto& r : results)
+      if (r.spec_drafts > 0)
+        std::printf("%-10s speculative: %lld drafted, %lld kept (%.1f%%), %.2f kept per verify\n",
+                    r.mode.c_str(), (long long)r.spec_draft_tokens,
+                    (long long)r.spec_accepted_tokens,
+                    100.0 * static_cast<double>(r.spec_accepted_tokens) /
+                        static_cast<double>(r.spec_draft_tokens),
+                    static_cast<double>(r.spec_accepted_tokens) /
+                        static_cast<double>(r.spec_drafts));
     if (compare)
       std::printf("continuous / static output tokens/s: %.2fx\n",
                   results[1].output_tps() / results[0].output_tps());

@@ -73,6 +73,8 @@ def _engine_options(kwargs: dict) -> (Dict[str, str], Optional[int]):
         if isinstance(gib, bool) or not isinstance(gib, (int, float)) or gib < 0:
             raise ValueError(f"swap_space must be a non-negative number of GiB (got {gib!r})")
         kwargs["swap_space_bytes"] = int(gib * 2**30)
+    if "speculative_config" in kwargs:
+        kwargs.update(_speculative_options(kwargs.pop("speculative_config"), kwargs))
     if "enable_chunked_prefill" in kwargs:
         kwargs["chunked_prefill"] = kwargs.pop("enable_chunked_prefill")
     if "calculate_kv_scales" in kwargs:
@@ -90,6 +92,37 @@ def _engine_options(kwargs: dict) -> (Dict[str, str], Optional[int]):
             continue  # the engine's default
         options[name] = _option_text(name, value)
     return options, seed
+
+
+# vLLM's speculative_config keys -> engine options (method "ngram" or a draft "model").
+_SPEC_KEYS = {"method": "speculative_method", "model": "speculative_model",
+              "num_speculative_tokens": "num_speculative_tokens",
+              "prompt_lookup_max": "prompt_lookup_max", "prompt_lookup_min": "prompt_lookup_min",
+              "kv_cache_dtype": "speculative_kv_cache_dtype", "adaptive": "speculative_adaptive"}
+
+
+def _speculative_options(config, kwargs: dict) -> dict:
+    """vLLM's LLM(speculative_config={...}) as engine options; TypeError / ValueError as LLM()."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise TypeError(f"speculative_config must be a dict, not {type(config).__name__}")
+    out = {}
+    for key, value in config.items():
+        if key not in _SPEC_KEYS:
+            raise TypeError(f"speculative_config got an unexpected key '{key}' "
+                            f"(accepted: {', '.join(sorted(_SPEC_KEYS))})")
+        name = _SPEC_KEYS[key]
+        if name in kwargs:
+            raise TypeError(f"speculative_config['{key}'] and {name}= name the same option")
+        if key == "method" and value in ("draft_model", "draft"):
+            value = "draft_model"
+        out[name] = value
+    if out.get("speculative_model") and "speculative_method" not in out:
+        out["speculative_method"] = "draft_model"
+    if "speculative_method" not in out:
+        raise ValueError("speculative_config needs a 'method' (\"ngram\") or a draft 'model'")
+    return out
 
 
 def _text(b: bytes) -> str:
@@ -126,7 +159,9 @@ class LLM:
     the engine options (``kvforge.engine_options()``: max_model_len, kv_cache_memory_bytes,
     memory_utilization, max_num_batched_tokens, max_num_seqs, block_size,
     enable_prefix_caching, prefix_cache_mode, kv_cache_dtype, preemption_mode, ...) and vLLM's
-    aliases gpu_memory_utilization, swap_space (GiB), enable_chunked_prefill,
+    aliases gpu_memory_utilization, swap_space (GiB), enable_chunked_prefill, speculative_config
+    ({"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4, ...} or
+    {"model": "draft.gguf", "num_speculative_tokens": 4}),
     calculate_kv_scales and seed. Unknown names raise TypeError, bad values ValueError.
     """
 

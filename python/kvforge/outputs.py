@@ -45,6 +45,9 @@ class RequestMetrics:
     cached_tokens: int = 0
     kv_evicted_tokens: int = 0  # KV eviction (kv_policy): tokens evicted from the first sequence
     kv_peak_tokens: int = 0  # and the most KV slots it held
+    spec_draft_tokens: int = 0  # speculative decoding: tokens drafted and verified
+    spec_accepted_tokens: int = 0  # drafts kept
+    spec_verify_steps: int = 0  # steps that verified drafts
 
 
 @dataclass

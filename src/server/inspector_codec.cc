@@ -139,7 +139,19 @@ json StatsJson(const EngineStats& st) {
           {"prompt_tokens_total", st.prompt_tokens_total},
           {"generation_tokens_total", st.generation_tokens_total},
           {"steps", st.steps},
-          {"kv_compactions", st.kv_compactions}};
+          {"kv_compactions", st.kv_compactions},
+          {"spec_method", st.spec_method},
+          {"spec_num_drafts", st.spec_num_drafts},
+          {"spec_draft_tokens", st.spec_draft_tokens},
+          {"spec_accepted_tokens", st.spec_accepted_tokens},
+          {"spec_acceptance_rate",
+           st.spec_draft_tokens > 0 ? static_cast<double>(st.spec_accepted_tokens) /
+                                          static_cast<double>(st.spec_draft_tokens)
+                                    : 0.0},
+          {"spec_mean_accepted_per_draft",
+           st.spec_num_drafts > 0 ? static_cast<double>(st.spec_accepted_tokens) /
+                                        static_cast<double>(st.spec_num_drafts)
+                                  : 0.0}};
 }
 
 }  // namespace

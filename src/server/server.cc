@@ -77,6 +77,9 @@ struct Server::State {
   Gauge* prefix_hits = nullptr;
   Gauge* prefix_evictions = nullptr;
   Gauge* prefix_blocks = nullptr;
+  Gauge* spec_drafts = nullptr;  // speculative decoding, cumulative
+  Gauge* spec_draft_tokens = nullptr;
+  Gauge* spec_accepted_tokens = nullptr;
   Counter* prompt_tokens = nullptr;
   Counter* generation_tokens = nullptr;
   Counter* aborted = nullptr;
@@ -529,6 +532,9 @@ struct Server::State {
     prefix_hits->Set(static_cast<double>(s.prefix_cache_hit_tokens));
     prefix_evictions->Set(static_cast<double>(s.prefix_cache_evicted_blocks));
     prefix_blocks->Set(static_cast<double>(s.prefix_cache_blocks));
+    spec_drafts->Set(static_cast<double>(s.spec_num_drafts));
+    spec_draft_tokens->Set(static_cast<double>(s.spec_draft_tokens));
+    spec_accepted_tokens->Set(static_cast<double>(s.spec_accepted_tokens));
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = reg.Render() + RenderTierMetrics(s);
@@ -634,6 +640,14 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
                  "Cached KV blocks whose content was dropped to make room.", true);
   st->prefix_blocks =
       r.AddGauge("kvforge_prefix_cache_blocks", "KV blocks holding cached prefix content.");
+  st->spec_drafts = r.AddGauge("kvforge_spec_decode_num_drafts_total",
+                               "Speculative decoding: verify chunks run (one per sequence and "
+                               "step that drafted).",
+                               true);
+  st->spec_draft_tokens = r.AddGauge("kvforge_spec_decode_num_draft_tokens_total",
+                                     "Speculative decoding: drafted tokens verified.", true);
+  st->spec_accepted_tokens = r.AddGauge("kvforge_spec_decode_num_accepted_tokens_total",
+                                        "Speculative decoding: drafted tokens kept.", true);
   st->preemptions =
       r.AddGauge("kvforge_preemptions_total", "Sequences preempted by the scheduler.", true);
   st->itl_limited_steps =

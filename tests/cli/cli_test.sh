@@ -184,6 +184,32 @@ if grep -qE 'disk [1-9][0-9]*/' "$TMP/out"; then pass=$((pass + 1)); else fail=$
 check "serve help offload" 0 "$KVF" serve --help
 contains "serve help lists offload" "$TMP/out" "--kv-offload-disk"
 check "run with an offload tier" 0 "$KVF" run --prompt hi --max-tokens 4 --kv-offload-ram 1MiB
+# Speculative decoding: greedy tokens are those of plain decoding, with a random-weight draft of
+# the same vocabulary (most drafts refused) and with prompt lookup on the induction model (which
+# copies, so lookups are kept); bad drafts are refused with a message.
+spec_tokens() { grep -o '"tokens":\[[0-9,]*\]' "$TMP/out"; }
+check "make random draft" 0 "$KVF" make-model --dim 32 --layers 1 --heads 2 --out "$TMP/draft.gguf" --vocab-from "$SHARED/models/stories260K.gguf"
+check "run plain" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 48 --ignore-eos --json
+spec_tokens >"$TMP/plain.tok"
+check "run --model-draft" 0 "$KVF" run --prompt "Once upon a time" --temperature 0 --max-tokens 48 --ignore-eos --json --model-draft "$TMP/draft.gguf" --draft-max 4 --no-speculative-adaptive
+spec_tokens >"$TMP/draft.tok"
+if cmp -s "$TMP/plain.tok" "$TMP/draft.tok"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: draft-model tokens differ"; cat "$TMP/plain.tok" "$TMP/draft.tok"; fi
+if grep -qE '"spec_draft_tokens":[1-9]' "$TMP/out"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: no drafts"; cat "$TMP/out"; fi
+check "make induction model" 0 "$KVF" make-model --induction --out "$TMP/induct.gguf" --vocab-from "$SHARED/models/stories260K.gguf"
+INDUCT_PROMPT="Tom had a red ball and a blue kite. Tom had a red ball and a blue kite. Tom had a red"
+check "induction plain" 0 "$KVF" run --model "$TMP/induct.gguf" --prompt "$INDUCT_PROMPT" --temperature 0 --max-tokens 40 --ignore-eos --json
+spec_tokens >"$TMP/iplain.tok"
+check "induction ngram" 0 "$KVF" run --model "$TMP/induct.gguf" --prompt "$INDUCT_PROMPT" --temperature 0 --max-tokens 40 --ignore-eos --json --speculative-method ngram --num-speculative-tokens 6
+spec_tokens >"$TMP/ingram.tok"
+if cmp -s "$TMP/iplain.tok" "$TMP/ingram.tok"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: n-gram tokens differ"; cat "$TMP/iplain.tok" "$TMP/ingram.tok"; fi
+if grep -qE '"spec_accepted_tokens":[1-9]' "$TMP/out"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: no n-gram draft kept"; cat "$TMP/out"; fi
+check "bench throughput ngram" 0 "$KVF" bench throughput --workload fixed --num-prompts 4 --input-len 32 --output-len 16 --speculative-method ngram --no-progress --json
+contains "bench reports drafts" "$TMP/out" '"spec_draft_tokens":'
+check "draft of another vocabulary" 1 "$KVF" run --prompt hi --max-tokens 4 --model-draft "$SHARED/models/tiny-random-qwen2.gguf"
+contains "vocabulary message" "$TMP/err" "same vocabulary"
+check "bad spec method" 2 "$KVF" run --prompt hi --max-tokens 4 --speculative-method eagle
+contains "spec method message" "$TMP/err" "speculative_method must be one of off, ngram, draft_model"
+check "bad lookup range" 2 "$KVF" run --prompt hi --max-tokens 4 --speculative-method ngram --prompt-lookup-min 5 --prompt-lookup-max 2
 check "offload bad disk size" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-disk "$TMP/t2:lots" --no-progress
 contains "offload bad size message" "$TMP/err" "bad size 'lots'"
 check "offload bad compression" 2 "$KVF" bench throughput --workload fixed --num-prompts 2 --input-len 8 --output-len 4 --kv-offload-ram 1MiB --kv-offload-compression gzip --no-progress

@@ -116,13 +116,21 @@ std::vector<Case> Cases() {
   return v;
 }
 
-class SpeculativeGreedyTest : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
+using CaseAndMethod = std::tuple<Case, std::string>;
+
+// Every case with both drafters, but the MLA model, for which no draft of its vocabulary exists.
+std::vector<CaseAndMethod> CasesAndMethods() {
+  std::vector<CaseAndMethod> out;
+  for (const Case& c : Cases())
+    for (const char* m : {"ngram", "draft_model"})
+      if (c.model.empty() || std::string(m) == "ngram") out.emplace_back(c, m);
+  return out;
+}
+
+class SpeculativeGreedyTest : public ::testing::TestWithParam<CaseAndMethod> {};
 
 TEST_P(SpeculativeGreedyTest, SameTokensAsWithoutDrafting) {
   const auto& [c, method] = GetParam();
-  if (!c.model.empty() && method == "draft_model") {
-    GTEST_SKIP() << "no draft for this model";
-  }
   const testing::Prompts prompts = MixedPrompts();
   const Outcome plain = RunAll(ConfigFor(c, false, method), prompts, c.params);
   const Outcome spec = RunAll(ConfigFor(c, true, method), prompts, c.params);
@@ -143,11 +151,10 @@ TEST_P(SpeculativeGreedyTest, SameTokensAsWithoutDrafting) {
   EXPECT_LE(spec.stats.steps, plain.stats.steps);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, SpeculativeGreedyTest,
-    ::testing::Combine(::testing::ValuesIn(Cases()),
-                       ::testing::Values(std::string("ngram"), std::string("draft_model"))),
-    [](const auto& p) { return std::get<0>(p.param).name + "_" + std::get<1>(p.param); });
+INSTANTIATE_TEST_SUITE_P(Layouts, SpeculativeGreedyTest, ::testing::ValuesIn(CasesAndMethods()),
+                         [](const auto& p) {
+                           return std::get<0>(p.param).name + "_" + std::get<1>(p.param);
+                         });
 
 // Every sequence's K and V rows as attention decodes them, all layers.
 std::vector<float> DecodedKv(const kvstore::PagedKvCache& c, int64_t seq) {

@@ -6,14 +6,14 @@ alternating and every configuration repeated --rounds times.
   bench/spec_decode.py KVFORGE PEER_DIR [--model PATH|110m|1b|induction] [--draft-model PATH|tiny]
       [--workloads copy,repeat,stories] [--modes plain,ngram,draft] [--engines kvforge,llama]
       [--rounds 3] [--tokens 128] [--k 4] [--lookup-max 4] [--lookup-min 2]
-      [--peer-ngram ngram-simple:2,ngram-simple:4] [--copy-words 150] [--stop-at-eos] [--json OUT]
+      [--peer-ngram ngram-simple:2,ngram-simple:4] [--copy-words 200] [--stop-at-eos] [--json OUT]
 
 Engines, both greedy on 2 threads, decoding the same prompt from the same GGUF:
   kvforge    `KVFORGE run --model M --prompt TEXT --max-tokens T --temperature 0 --threads 2 --json`,
              a fresh process per run; plain, or with `--speculative-method ngram
              --num-speculative-tokens K --prompt-lookup-max 4 --prompt-lookup-min 2`, or with
              `--speculative-model DRAFT --num-speculative-tokens K`. Its JSON line gives
-             decode_tokens_per_s and spec_drafted_tokens / spec_accepted_tokens.
+             decode_tokens_per_s and spec_draft_tokens / spec_accepted_tokens.
   llama.cpp  `PEER_DIR/llama-server -m M -t 2 -c 2048 -np 1 --temp 0` on a free loopback port, one
              server per (round, mode), one POST /completion per workload ({"prompt", "n_predict": T,
              "temperature": 0, "cache_prompt": false}); its "timings" give predicted_per_second and
@@ -21,17 +21,21 @@ Engines, both greedy on 2 threads, decoding the same prompt from the same GGUF:
              --spec-ngram-simple-size-n N --spec-ngram-simple-size-m K --spec-draft-n-max K`, one
              row per TYPE:N of --peer-ngram (kvforge tries n = 4 down to 2, ngram-simple one fixed
              n, so the default brackets it with n = 2 and n = 4; the other types the build offers:
-             ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache). Draft model: `-md DRAFT
-             --spec-draft-n-max K --spec-draft-n-min 0 --spec-draft-p-min 0`.
+             ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache). Draft model: `--spec-type
+             draft-simple -md DRAFT --spec-draft-n-max K --spec-draft-n-min 0
+             --spec-draft-p-min 0` (-md alone drafts nothing in this build).
 Each round runs the modes in turn (plain, ngram, draft), both engines back to back within a mode,
 the engine order flipping every round; a speculative run's ratio is over its engine's plain run of
 the same round and workload, and the table gives the median of those ratios. A configuration that
-fails (say, a flag the kvforge build lacks) is reported with its stderr tail, skipped in later
-rounds and marked in the table; the script then exits 1.
+fails on a workload (say, a flag the kvforge build lacks) is reported with its stderr tail,
+skipped in later rounds and marked in the table; the script then exits 1. "output = plain"
+counts the rounds whose generated tokens equal the same engine's plain decode (greedy
+speculation should not change them).
 
 Workloads (prompt text; the passage is the first paragraphs of ../shared/models/
 tinystories-h64-heldout.txt, TinyStories text tinystories-h64.gguf never trained on, up to
---copy-words words):
+--copy-words words, then paragraphs dropped from its end until the prompt (counted by `kvforge
+tokenize`) and T tokens fit the model's context and -c: 512 tokens for the TinyStories models):
   copy     the passage, then "Repeat the story above word for word:" and its first sentence
   repeat   the passage twice (synthetic copy: lookup always finds the prompt's own text; whether
            the output copies it is up to the model: the `induction` shape does, random weights
@@ -141,33 +145,71 @@ def model_path(kvf, name, vocab, dtype):
 
 # --- workloads --------------------------------------------------------------------------------
 
-def passage(path, words):
-    """Whole paragraphs from the start of `path`, blank-line separated, up to `words` words."""
+def paragraphs(path, words):
+    """Whole paragraphs from the start of `path` (blank-line separated), up to `words` words."""
     with open(path, encoding="utf-8") as f:
-        paragraphs = [" ".join(p.split()) for p in f.read().split("\n\n") if p.strip()]
+        paras = [" ".join(p.split()) for p in f.read().split("\n\n") if p.strip()]
     out, n = [], 0
-    for p in paragraphs:
-        w = len(p.split())
-        if out and n + w > words:
+    for p in paras:
+        if out and n + len(p.split()) > words:
             break
         out.append(p)
-        n += w
-    return "\n\n".join(out), n
+        n += len(p.split())
+    return out
+
+
+def build_prompt(workload, paras, a):
+    text = "\n\n".join(paras)
+    if workload == "copy":
+        first = re.match(r".*?[.!?](?=\s|$)", text, re.S)
+        first = first.group(0) if first else paras[0]
+        return f"{text}\n\nRepeat the story above word for word:\n{first}"
+    if workload == "repeat":
+        return f"{text}\n\n{text}"
+    return a.stories_prompt
+
+
+def prompt_tokens(a, text):
+    """The prompt's token count (BOS included), by `kvforge tokenize` with the model's vocab."""
+    p = subprocess.run([a.kvforge, "tokenize", "--json", "--model", a.model_file], input=text,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("kvforge tokenize failed:\n" + tail(p.stderr))
+    return len(json.loads(p.stdout))
+
+
+def model_context(a):
+    p = subprocess.run([a.kvforge, "info", "--json", "--model", a.model_file],
+                       capture_output=True, text=True)
+    try:
+        return int(json.loads(p.stdout)["context_length"])
+    except (ValueError, KeyError, TypeError):
+        raise SystemExit("kvforge info failed:\n" + tail(p.stderr))
 
 
 def workloads(a):
-    text, n = passage(a.text, a.copy_words)
-    first = re.match(r".*?[.!?](?=\s|$)", text, re.S)
-    first = first.group(0) if first else text.split("\n")[0]
-    prompts = {
-        "copy": f"{text}\n\nRepeat the story above word for word:\n{first}",
-        "repeat": f"{text}\n\n{text}",
-        "stories": a.stories_prompt,
-    }
+    """{workload: prompt}; copy and repeat drop the passage's last paragraphs until the prompt
+    and --tokens fit the model's context (and llama-server's -c)."""
+    room = min(model_context(a), a.ctx) - a.tokens
+    prompts = {}
     for w in a.workloads:
-        if w not in prompts:
+        if w not in ("copy", "repeat", "stories"):
             raise SystemExit(f"unknown workload {w!r} (copy, repeat, stories)")
-    return {w: prompts[w] for w in a.workloads}, n
+        paras = paragraphs(a.text, a.copy_words)
+        prompt = build_prompt(w, paras, a)
+        n = prompt_tokens(a, prompt)
+        while n > room and w != "stories" and len(paras) > 1:
+            paras.pop()
+            prompt = build_prompt(w, paras, a)
+            n = prompt_tokens(a, prompt)
+        if n > room:
+            raise SystemExit(f"{w}: the prompt ({n} tokens) and --tokens {a.tokens} do not fit "
+                             f"the context ({room + a.tokens})")
+        words = len(" ".join(paras).split())
+        print(f"workload {w}: {n} prompt tokens" + (
+            f", passage {words} words ({len(paras)} paragraphs)" if w != "stories" else ""))
+        prompts[w] = prompt
+    return prompts
 
 
 # --- kvforge ----------------------------------------------------------------------------------
@@ -200,7 +242,10 @@ def kvforge_run(a, cfg, prompt):
     pt = out.get("prompt_tokens", [])
     return dict(tps=float(out["decode_tokens_per_s"]), tokens=list(out.get("tokens", [])),
                 gen=len(out.get("tokens", [])), prompt_n=len(pt) if isinstance(pt, list) else pt,
-                drafted=out.get("spec_drafted_tokens", 0), accepted=out.get("spec_accepted_tokens", 0))
+                # spec_draft_tokens as built (spec_drafted_tokens as first planned)
+                drafted=out.get("spec_draft_tokens", out.get("spec_drafted_tokens", 0)),
+                accepted=out.get("spec_accepted_tokens", 0),
+                verify_steps=out.get("spec_verify_steps"))
 
 
 # --- llama-server -----------------------------------------------------------------------------
@@ -251,7 +296,7 @@ class LlamaServer:
         except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError):
             return {}
 
-    def complete(self, a, prompt):
+    def complete(self, a, prompt, spec):
         body = dict(prompt=prompt, n_predict=a.tokens, temperature=0, cache_prompt=False,
                     ignore_eos=not a.stop_at_eos, return_tokens=True)
         req = urllib.request.Request(self.url("/completion"), data=json.dumps(body).encode(),
@@ -271,7 +316,9 @@ class LlamaServer:
         return dict(tps=float(t["predicted_per_second"]), tokens=list(out.get("tokens") or []),
                     text=out.get("content", ""), gen=t.get("predicted_n", out.get("tokens_predicted")),
                     prompt_n=t.get("prompt_n", out.get("tokens_evaluated")),
-                    drafted=t.get("draft_n"), accepted=t.get("draft_n_accepted"))
+                    # no draft_n in the timings of a speculative server: nothing was drafted
+                    drafted=t.get("draft_n", 0 if spec else None),
+                    accepted=t.get("draft_n_accepted", 0 if spec else None))
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -331,7 +378,8 @@ def configs(a):
                     out[mode].append(dict(engine="llama.cpp", mode=mode, label=label, flags=flags))
             else:
                 out[mode].append(dict(engine="llama.cpp", mode=mode, label=f"{dname} max={a.k}",
-                                      flags=["-md", a.draft_file, "--spec-draft-n-max", str(a.k),
+                                      flags=["--spec-type", "draft-simple", "-md", a.draft_file,
+                                             "--spec-draft-n-max", str(a.k),
                                              "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]))
     return out
 
@@ -356,8 +404,14 @@ def report(a, cfgs, prompts, results, failures):
             for r in results.get((w, key(c)), []):
                 if r:
                     pn.setdefault(c["engine"], r["prompt_n"])
+        plains = [results.get((w, key(c)), []) for c in cfgs.get("plain", [])]
+        same = ""
+        if len(plains) == 2:
+            pairs = [(x, y) for x, y in zip(*plains) if x and y]
+            same = (f"; kvforge's plain output = llama.cpp's: "
+                    f"{sum(x['tokens'] == y['tokens'] for x, y in pairs)}/{len(pairs)} rounds")
         print("prompt tokens: " + ", ".join(f"{e} {n}" for e, n in pn.items())
-              + f"; {a.tokens} tokens generated per run\n")
+              + f"; {a.tokens} tokens generated per run{same}\n")
         print("| engine | mode | config | tokens/s (median) | vs plain (median) | acceptance "
               "| tokens/s per round | vs plain per round | accepted/drafted per round "
               "| output = plain |")
@@ -367,7 +421,7 @@ def report(a, cfgs, prompts, results, failures):
                 runs = results.get((w, key(c)), [])
                 base = next((results.get((w, key(b)), []) for b in cfgs.get("plain", [])
                              if b["engine"] == c["engine"]), [])
-                fail = failures.get(key(c))
+                fail = failures.get((w, key(c)))
                 if not any(runs):
                     msg = fail.splitlines()[0][:80] if fail else "not run"
                     print(f"| {c['engine']} | {mode} | {c['label']} | failed: {msg} "
@@ -417,7 +471,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=2048, help="llama-server -c")
     ap.add_argument("--text", default=os.path.join(SHARED_MODELS, "tinystories-h64-heldout.txt"))
-    ap.add_argument("--copy-words", type=int, default=150)
+    ap.add_argument("--copy-words", type=int, default=200,
+                    help="passage length for copy and repeat, before trimming to the context")
     ap.add_argument("--stories-prompt",
                     default="Once upon a time, there was a little girl named Lily.")
     ap.add_argument("--stop-at-eos", action="store_true",
@@ -446,21 +501,26 @@ def main():
                               list(SHAPES) + ["induction"]
                               else os.path.join(REPO, "tests/data/models/stories260K.gguf"))
         a.draft_file = model_path(a.kvforge, d, a.vocab_from, a.dtype)
-    prompts, words = workloads(a)
     print(f"model: {a.model_file}" + (f"; draft: {a.draft_file}" if a.draft_file else ""))
     print(f"peer: {os.path.abspath(a.peer)}; {a.rounds} rounds, {a.tokens} tokens, K={a.k}, "
-          f"{a.threads} threads; copy passage {words} words from {a.text}", flush=True)
+          f"{a.threads} threads; passage from {a.text}", flush=True)
+    prompts = workloads(a)
 
     cfgs = configs(a)
     results = {}  # (workload, config key) -> per round: run dict, or None
-    failures = {}  # config key -> message
+    failures = {}  # (workload, config key) -> message
     warned = set()
     tmp = tempfile.mkdtemp(prefix="spec-bench-")
 
-    def fail(c, msg):
-        failures[key(c)] = msg
-        print(f"FAILED {c['engine']} {c['mode']} ({c['label']}):\n{msg}", file=sys.stderr,
+    def fail(ws, c, msg):
+        for w in ws:
+            failures[(w, key(c))] = msg
+        seen = msg in printed
+        printed.add(msg)
+        print(f"FAILED {', '.join(ws)}: {c['engine']} {c['mode']} ({c['label']})"
+              + (": the same error as above" if seen else f":\n{msg}"), file=sys.stderr,
               flush=True)
+    printed = set()
 
     def record(w, c, r, rnd):
         runs = results.setdefault((w, key(c)), [])
@@ -477,44 +537,48 @@ def main():
         for mode in a.modes:
             group = cfgs[mode] if rnd % 2 == 0 else list(reversed(cfgs[mode]))
             for c in group:
-                if key(c) in failures:
+                todo = {w: p for w, p in prompts.items() if (w, key(c)) not in failures}
+                if not todo:
                     continue
                 if c["engine"] == "kvforge":
-                    for w, p in prompts.items():
+                    for w, p in todo.items():
                         try:
                             record(w, c, kvforge_run(a, c, p), rnd)
                         except RunError as e:
-                            fail(c, str(e))
-                            break
+                            fail([w], c, str(e))
                     continue
-                server = None
                 try:
                     server = LlamaServer(a, c["flags"], tmp)
+                except RunError as e:
+                    fail(list(todo), c, str(e))
+                    continue
+                try:
                     n_ctx = server.meta.get("n_ctx_train")
-                    for w, p in prompts.items():
-                        r = server.complete(a, p)
+                    for w, p in todo.items():
+                        try:
+                            r = server.complete(a, p, c["mode"] != "plain")
+                        except RunError as e:
+                            fail([w], c, str(e))
+                            continue
                         if n_ctx and r["prompt_n"] and r["prompt_n"] + a.tokens > n_ctx \
                                 and w not in warned:
                             warned.add(w)
                             print(f"warning: {w}: {r['prompt_n']} prompt + {a.tokens} tokens "
                                   f"exceed the model's trained context {n_ctx}", file=sys.stderr)
                         record(w, c, r, rnd)
-                except RunError as e:
-                    fail(c, str(e))
                 finally:
-                    if server:
-                        server.stop()
+                    server.stop()
     if KERNELS:
         print(f"\nkvforge kernels: {', '.join(sorted(KERNELS))}")
     report(a, cfgs, prompts, results, failures)
     write_json(a.json, a, cpu=cpu_model(), prompts=prompts, failures={
-        " | ".join(k): v for k, v in failures.items()}, results=[
+        f"{w} | " + " | ".join(k): v for (w, k), v in failures.items()}, results=[
         dict(workload=w, engine=k[0], mode=k[1], config=k[2],
              rounds=[{x: y for x, y in r.items() if x != "tokens"} if r else None for r in runs])
         for (w, k), runs in results.items()])
     if failures:
-        print(f"\n{len(failures)} configuration(s) failed: "
-              + "; ".join(f"{k[0]} {k[1]} ({k[2]})" for k in failures), file=sys.stderr)
+        print(f"\n{len(failures)} run(s) failed: "
+              + "; ".join(f"{w}: {k[0]} {k[1]} ({k[2]})" for w, k in failures), file=sys.stderr)
         sys.exit(1)
 
 

@@ -306,7 +306,7 @@ class LlamaServer:
                 out = json.load(r)
         except urllib.error.HTTPError as e:
             raise RunError(f"POST /completion: HTTP {e.code} {tail(e.read().decode(errors='replace'))}"
-                           f"\nserver: {shown(self.cmd)}\nlog:\n{tail(open(self.log).read())}")
+                           f"\nserver: {shown(self.cmd)}\nlog:\n{tail(open(self.log, errors='replace').read())}")
         except (urllib.error.URLError, OSError) as e:
             raise RunError(f"POST /completion failed: {e}\nserver: {shown(self.cmd)}\nlog:\n"
                            + tail(open(self.log, errors="replace").read()))

@@ -27,10 +27,11 @@ int WriteInduction(const model::InductionModelSpec& spec, const gguf::GgufFile& 
     return r.error().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   std::fprintf(stderr,
-               "kvforge: wrote %s (induction heads: llama, dim 512, 2 layers, 2 heads of 256, "
-               "vocab %lld, ctx %lld; logit margins: position %.1f, bigram %.1f)\n",
-               out.c_str(), (long long)r->n_vocab, (long long)spec.ctx, r->position_margin,
-               r->content_margin);
+               "kvforge: wrote %s (induction heads: llama, dim 512, %lld layers (2 of them the "
+               "circuit), 2 heads of 256, ffn %lld, vocab %lld, ctx %lld; logit margins: position "
+               "%.1f, bigram %.1f)\n",
+               out.c_str(), (long long)spec.layers, (long long)spec.ffn, (long long)r->n_vocab,
+               (long long)spec.ctx, r->position_margin, r->content_margin);
   return 0;
 }
 
@@ -69,7 +70,8 @@ int MakeModelMain(const Args& args) {
   p.AddBool("induction", &induction,
             "write the hand-set induction-head model instead (copies the token after the last "
             "occurrence of the current bigram; solves eval passkey with the full KV; takes "
-            "--ctx, --dtype, --seed, --vocab-from)");
+            "--ctx, --dtype, --seed, --vocab-from, and --layers / --ffn to pad it with zero blocks "
+            "to a size for speed measurements)");
   p.AddInt("kv-lora-rank", &kv_lora, "deepseek2: MLA latent width (default: dim / 4)");
   p.AddInt("q-lora-rank", &q_lora, "deepseek2: query compression width (0: plain attn_q)");
   p.AddInt("qk-nope-dim", &nope, "deepseek2: per-head q/k dims without RoPE (default: dim/heads)");
@@ -95,11 +97,11 @@ int MakeModelMain(const Args& args) {
     return 2;
   }
   if (induction) {
-    if (arch != "llama" || dim != 64 || layers != 2 || heads != 4 || kv_heads != -1 || ffn != 0 ||
-        rope_base != 10000.0) {
+    if (arch != "llama" || dim != 64 || heads != 4 || kv_heads != -1 || rope_base != 10000.0) {
       std::fprintf(stderr,
-                   "kvforge: --induction fixes the architecture and shape; drop --arch, --dim, "
-                   "--layers, --heads, --kv-heads, --ffn and --rope-base\n");
+                   "kvforge: --induction fixes the architecture and width; drop --arch, --dim, "
+                   "--heads, --kv-heads and --rope-base (--layers and --ffn pad it with zero "
+                   "blocks)\n");
       return 2;
     }
     auto vf = OpenModelFile(vocab_from);
@@ -111,6 +113,8 @@ int MakeModelMain(const Args& args) {
     spec.ctx = ctx;
     spec.dtype = *dtype;
     spec.seed = static_cast<uint64_t>(seed);
+    spec.layers = layers;
+    if (ffn != 0) spec.ffn = ffn;
     return WriteInduction(spec, **vf, out);
   }
   model::RandomModelSpec spec;

@@ -160,7 +160,7 @@ Layer InductionLayer(double content_scale) {
   return L;
 }
 
-Status AddLayer(gguf::GgufWriter& w, int64_t l, const Layer& L, tensor::DType t) {
+Status AddLayer(gguf::GgufWriter& w, int64_t l, const Layer& L, int64_t ffn, tensor::DType t) {
   const std::string b = "blk." + std::to_string(l) + ".";
   KVF_RETURN_IF_ERROR(AddOnes(w, b + "attn_norm.weight", kDim));
   KVF_RETURN_IF_ERROR(AddMatrix(w, b + "attn_q.weight", L.q, t));
@@ -168,9 +168,10 @@ Status AddLayer(gguf::GgufWriter& w, int64_t l, const Layer& L, tensor::DType t)
   KVF_RETURN_IF_ERROR(AddMatrix(w, b + "attn_v.weight", L.v, t));
   KVF_RETURN_IF_ERROR(AddMatrix(w, b + "attn_output.weight", L.o, t));
   KVF_RETURN_IF_ERROR(AddOnes(w, b + "ffn_norm.weight", kDim));
-  KVF_RETURN_IF_ERROR(AddMatrix(w, b + "ffn_gate.weight", Matrix(kFfn, kDim), t));
-  KVF_RETURN_IF_ERROR(AddMatrix(w, b + "ffn_up.weight", Matrix(kFfn, kDim), t));
-  return AddMatrix(w, b + "ffn_down.weight", Matrix(kDim, kFfn), t);
+  // Zero weights: the circuit is attention only.
+  KVF_RETURN_IF_ERROR(AddMatrix(w, b + "ffn_gate.weight", Matrix(ffn, kDim), t));
+  KVF_RETURN_IF_ERROR(AddMatrix(w, b + "ffn_up.weight", Matrix(ffn, kDim), t));
+  return AddMatrix(w, b + "ffn_down.weight", Matrix(kDim, ffn), t);
 }
 
 }  // namespace
@@ -188,9 +189,13 @@ Result<InductionModelReport> WriteInductionModel(const InductionModelSpec& s,
   if (!tensor::CanQuantize(s.dtype) || !tensor::IsComputeSupported(s.dtype))
     return bad(
         "dtype must be one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
+  if (s.layers < 2 || s.layers > 256) return bad("the induction model has 2..256 layers");
+  if (s.ffn < kFfn || s.ffn > (1 << 20))
+    return bad("the induction model's feed-forward width must be 32..1048576");
   if (kDim % tensor::Traits(s.dtype).block_elems != 0 ||
-      kFfn % tensor::Traits(s.dtype).block_elems != 0)
-    return bad("the induction model's feed-forward width (32) does not fit this dtype's blocks");
+      s.ffn % tensor::Traits(s.dtype).block_elems != 0)
+    return bad("the induction model's feed-forward width (" + std::to_string(s.ffn) +
+               ") does not fit this dtype's blocks");
   const gguf::Value* toks = vocab.Find("tokenizer.ggml.tokens");
   if (!toks || toks->type != gguf::ValueType::kArray || toks->elem_type != gguf::ValueType::kString)
     return bad(vocab.path() + " has no tokenizer.ggml.tokens");
@@ -207,8 +212,8 @@ Result<InductionModelReport> WriteInductionModel(const InductionModelSpec& s,
   g.SetU32("general.file_type", tensor::LlamaFileType(s.dtype).value_or(0));
   g.SetU32("llama.context_length", static_cast<uint32_t>(s.ctx));
   g.SetU32("llama.embedding_length", kDim);
-  g.SetU32("llama.block_count", 2);
-  g.SetU32("llama.feed_forward_length", kFfn);
+  g.SetU32("llama.block_count", static_cast<uint32_t>(s.layers));
+  g.SetU32("llama.feed_forward_length", static_cast<uint32_t>(s.ffn));
   g.SetU32("llama.attention.head_count", kHeads);
   g.SetU32("llama.attention.head_count_kv", kHeads);
   g.SetF32("llama.attention.layer_norm_rms_epsilon", kEps);
@@ -233,8 +238,10 @@ Result<InductionModelReport> WriteInductionModel(const InductionModelSpec& s,
   KVF_RETURN_IF_ERROR(AddMatrix(g, "token_embd.weight", embd, s.dtype));
   KVF_RETURN_IF_ERROR(AddOnes(g, "output_norm.weight", kDim));
   KVF_RETURN_IF_ERROR(AddMatrix(g, "output.weight", out, s.dtype));
-  KVF_RETURN_IF_ERROR(AddLayer(g, 0, PositionLayer(theta, w, qk_scale), s.dtype));
-  KVF_RETURN_IF_ERROR(AddLayer(g, 1, InductionLayer(kContentLogit / attn), s.dtype));
+  KVF_RETURN_IF_ERROR(AddLayer(g, 0, PositionLayer(theta, w, qk_scale), s.ffn, s.dtype));
+  KVF_RETURN_IF_ERROR(AddLayer(g, 1, InductionLayer(kContentLogit / attn), s.ffn, s.dtype));
+  for (int64_t l = 2; l < s.layers; ++l)  // all-zero blocks: the residual passes unchanged
+    KVF_RETURN_IF_ERROR(AddLayer(g, l, Layer{}, s.ffn, s.dtype));
   KVF_RETURN_IF_ERROR(g.WriteFile(path));
 
   // The content margin: a full match minus a one-token match whose other token's code is the

@@ -33,6 +33,12 @@ struct InductionModelSpec {
   int64_t ctx = 4096;  // context_length; the position heads are checked up to this distance
   tensor::DType dtype = tensor::DType::kF16;
   uint64_t seed = 1;  // token codes
+  // Padding for speed measurements: blocks after the two circuit layers whose attention output
+  // and feed-forward weights are zero (they change nothing but are read and multiplied like any
+  // others), and the feed-forward width of every block. layers 16, ffn 44032 make a model of
+  // about a billion parameters that still copies.
+  int64_t layers = 2;
+  int64_t ffn = 32;
 };
 
 struct InductionModelReport {

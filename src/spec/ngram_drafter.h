@@ -1,7 +1,8 @@
 // spec/ngram_drafter.h — prompt lookup decoding (Saxena 2023; vLLM's "ngram", llama.cpp's
 // ngram-simple): the tokens that followed the latest earlier occurrence of the sequence's last n
-// tokens, for n from max_n down to min_n, are the draft. No model: a scan of the sequence's own
-// prompt and output, O(tokens x n) per call.
+// tokens that k tokens follow (else the latest with the longest continuation), for n from max_n
+// down to min_n, are the draft. No model: a scan of the sequence's own prompt and output,
+// O(tokens x n) per call.
 // Thread-safety: a pure function.
 #pragma once
 

@@ -292,6 +292,7 @@ class EngineCore {
   std::optional<StepStage> injected_fault_;
   std::unique_ptr<engine::Speculator> spec_;  // null: speculative decoding off
   int64_t spec_num_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
+  double draft_round_ms_ = 0;  // a draft-model forward over the sequences drafting, ms (EMA)
 };
 
 }  // namespace kvforge

@@ -118,7 +118,8 @@ void EngineCore::OfferDrafts() {
         offer = static_cast<int64_t>(s.ngram_draft.size());
       }
       // Not adaptive: drafts are worth their cost by decree, as if every one were kept.
-      sched_->OfferDrafts(s.id, offer, spec_->adaptive() ? s.draft.acceptance : 1.0);
+      sched_->OfferDrafts(s.id, offer, spec_->adaptive() ? s.draft.acceptance : 1.0,
+                          spec_->adaptive() ? draft_round_ms_ : 0.0);
     }
   }
 }
@@ -144,8 +145,15 @@ Result<EngineCore::StepDrafts> EngineCore::DraftTokens(const sched::StepPlan& pl
     }
   }
   if (asks.empty()) return out;
+  const auto t0 = Clock::now();
   KVF_ASSIGN_OR_RETURN(std::vector<spec::Draft> drafts,
                        spec_->draft_model()->Propose(asks, *pool_));
+  // What one more draft position costs: a forward of the draft model (over every sequence
+  // asked), the scheduler's input for the next offers.
+  int32_t rounds = 1;
+  for (const spec::DraftAsk& a : asks) rounds = std::max(rounds, a.k);
+  const double round_ms = Ms(Clock::now() - t0) / rounds;
+  draft_round_ms_ = draft_round_ms_ == 0 ? round_ms : 0.8 * draft_round_ms_ + 0.2 * round_ms;
   for (size_t i = 0; i < asks.size(); ++i) out.by_seq[asks[i].seq] = std::move(drafts[i]);
   return out;
 }

@@ -23,7 +23,7 @@ namespace kvforge::engine {
 // A sequence's running acceptance: the estimated chance that a draft token is kept, and the
 // steps it has offered nothing since the estimate fell below kProbeBelow.
 struct DraftStats {
-  double acceptance = 0.6;  // the prior: drafts are tried at first
+  double acceptance = 0.8;  // the prior: a new sequence drafts k = 8 at once
   int64_t quiet_steps = 0;
   static constexpr double kProbeBelow = 0.15;
   static constexpr int64_t kProbeEvery = 16;

@@ -94,7 +94,7 @@ void Scheduler::Impl::GrantDrafts(PlanBuilder* b) {
     SeqState* s = FindSeq(c.seq);
     const Req* r = Owner(c.seq);
     if (s == nullptr || r == nullptr || !c.sample || c.num_tokens != 1) continue;
-    int64_t d = DraftSlotsFor(*r, *s, offer->second.max_drafts, offer->second.acceptance, *b);
+    int64_t d = DraftSlotsFor(*r, *s, offer->second, *b);
     if (d > 0 && !kv->Grow(s->id, c.pos0 + c.num_tokens + d)) d = 0;
     if (d == 0) {
       ++stats.num_drafts_refused;
@@ -110,27 +110,30 @@ void Scheduler::Impl::GrantDrafts(PlanBuilder* b) {
   }
 }
 
-int64_t Scheduler::Impl::DraftSlotsFor(const Req& r, const SeqState& s, int64_t want,
-                                       double acceptance, const PlanBuilder& b) const {
+int64_t Scheduler::Impl::DraftSlotsFor(const Req& r, const SeqState& s, const DraftOffer& offer,
+                                       const PlanBuilder& b) const {
   // Every kept draft is a token: never more than max_new_tokens leaves room for, the sampled
   // token included.
   const int64_t room = r.max_new_tokens - (s.num_tokens - r.prompt_tokens) - 1;
-  const int64_t most = std::min({want, b.budget, room});
+  const int64_t most = std::min({offer.max_drafts, b.budget, room});
   if (most <= 0) return 0;
   if (!cost.ready()) return most;
   // The step's tokens per ms without this sequence's drafts; d drafts are expected to add
   // a + a^2 + ... + a^d tokens (each kept only if those before it were) for ChunkMs of d more
-  // tokens in the forward. The best d, or none when no d adds tokens faster than the step.
+  // tokens in the forward plus d x draft_ms to make them. The best d, or none when no d adds
+  // tokens faster than the step.
   const double step_ms = cost.PredictMs(ShapeOf(b.decode));
   if (!(step_ms > 0)) return most;
   const double rate = static_cast<double>(b.decode.size()) / step_ms;
-  const double a = std::clamp(acceptance, 0.0, 1.0);
+  const double a = std::clamp(offer.acceptance, 0.0, 1.0);
+  const double draft_ms = std::max(0.0, offer.draft_ms);
   int64_t best = 0;
   double best_gain = 0, expected = 0, term = 1;
   for (int64_t d = 1; d <= most; ++d) {
     term *= a;
     expected += term;
-    const double gain = expected - rate * cost.ChunkMs(s.num_tokens, d, /*prefill=*/true);
+    const double gain =
+        expected - rate * (cost.ChunkMs(s.num_tokens, d, /*prefill=*/true) + d * draft_ms);
     if (gain > best_gain) {
       best_gain = gain;
       best = d;

@@ -443,8 +443,8 @@ SchedulerStats Scheduler::Stats() const {
 
 bool Scheduler::HasWork() const { return !impl_->requests.empty(); }
 
-void Scheduler::OfferDrafts(int64_t seq, int64_t max_drafts, double acceptance) {
-  if (max_drafts > 0) impl_->draft_offers[seq] = {max_drafts, acceptance};
+void Scheduler::OfferDrafts(int64_t seq, int64_t max_drafts, double acceptance, double draft_ms) {
+  if (max_drafts > 0) impl_->draft_offers[seq] = {max_drafts, acceptance, draft_ms};
 }
 
 void Scheduler::ObserveStepCost(const StepPlan& plan, double ms) {

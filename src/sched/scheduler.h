@@ -217,11 +217,12 @@ class Scheduler {
   StepPlan Schedule();
   // Speculative decoding, asked before a Schedule() and valid for that one only: `seq`, when it
   // gets a decode chunk, may carry up to `max_drafts` slots for drafted tokens, each kept with
-  // probability about `acceptance` (0..1, the drafter's running rate). Slots are granted only
+  // probability about `acceptance` (0..1, the drafter's running rate), each costing
+  // `draft_ms` to make (a draft model's forward; 0 for prompt lookup). Slots are granted only
   // from the token budget left after every decode, without preempting, within max_new_tokens,
   // and (once the step cost model is ready) only while the tokens they are expected to add cost
   // less time per token than the step without them: a compute-bound step drafts nothing.
-  void OfferDrafts(int64_t seq, int64_t max_drafts, double acceptance);
+  void OfferDrafts(int64_t seq, int64_t max_drafts, double acceptance, double draft_ms = 0);
   // Commits `plan` (must be the latest, uncommitted plan): computed counts advance, tokens are
   // appended, finished requests retire. Validates everything before changing anything:
   // InvalidArgument for a stale plan or a bad outcome, NotFound for an unknown sequence or

@@ -54,6 +54,13 @@ struct Req {
   std::vector<SeqState> seqs;  // creation order
 };
 
+// Speculative decoding: what a sequence offered for the next Schedule() (Scheduler::OfferDrafts).
+struct DraftOffer {
+  int64_t max_drafts = 0;
+  double acceptance = 0;
+  double draft_ms = 0;
+};
+
 // The plan being formed by one Schedule() call.
 struct PlanBuilder {
   int64_t budget = 0;
@@ -105,7 +112,7 @@ struct Scheduler::Impl {
   // Speculative decoding: lengthens the decode chunks of sequences with an offer by the draft
   // slots the budget, the blocks and the cost model allow.
   void GrantDrafts(PlanBuilder* b);
-  int64_t DraftSlotsFor(const Req& r, const SeqState& s, int64_t want, double acceptance,
+  int64_t DraftSlotsFor(const Req& r, const SeqState& s, const DraftOffer& offer,
                         const PlanBuilder& b) const;
   // Starts decode-priority chunking for `b` once its decodes are scheduled.
   void LimitPrefillForItl(PlanBuilder* b) const;
@@ -148,10 +155,6 @@ struct Scheduler::Impl {
   std::vector<Req*> running;           // sorted by rank, best first
   std::map<int64_t, Req*> aging;       // arrival -> non-promoted waiting request
   std::vector<int64_t> inflight_seqs;  // sequences with inflight_end set (plan + forks)
-  struct DraftOffer {
-    int64_t max_drafts = 0;
-    double acceptance = 0;
-  };
   std::unordered_map<int64_t, DraftOffer> draft_offers;  // for the next Schedule() only
 };
 

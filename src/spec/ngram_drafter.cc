@@ -23,7 +23,8 @@ std::vector<int32_t> ProposeNgram(std::span<const int32_t> tokens, int32_t min_n
       }
       if (count == k) break;
     }
-    if (best_from >= 0) return {tokens.begin() + best_from, tokens.begin() + best_from + best_count};
+    if (best_from >= 0)
+      return {tokens.begin() + best_from, tokens.begin() + best_from + best_count};
   }
   return {};
 }

@@ -111,6 +111,16 @@ std::vector<Case> Cases() {
                {{"kv_cache_memory_bytes", "61440"}, {"preemption_mode", "recompute"}}});
   v.push_back(
       {"swap_preemption", {{"kv_cache_memory_bytes", "61440"}, {"preemption_mode", "swap"}}});
+  // Everything at once: a regex constraint, speculated, on quantized KV that StreamingLLM
+  // evicts, with a RAM offload tier below the (hash) prefix cache.
+  Case composed{"composed",
+                {{"kv_cache_dtype", "q8_0"},
+                 {"kv_policy", "streaming"},
+                 {"kv_budget", "48"},
+                 {"kv_sinks", "4"},
+                 {"kv_offload_ram_bytes", "4MiB"}}};
+  composed.params.structured_outputs.regex = "[a-z ,.]{20,120}";
+  v.push_back(composed);
   Case mla{"mla", {}, testing::SharedDir() + "/models/tiny-random-deepseek2.gguf"};
   v.push_back(mla);
   return v;

@@ -16,10 +16,12 @@ int32_t DraftLength(DraftStats& s, int32_t k, bool adaptive) {
   if (!adaptive) return k;
   const double a = std::clamp(s.acceptance, 0.0, 1.0);
   if (a < DraftStats::kProbeBelow) {
-    ++s.quiet_steps;
-    return s.quiet_steps % DraftStats::kProbeEvery == 0 ? 1 : 0;
+    if (++s.quiet_steps < s.probe_every) return 0;
+    s.quiet_steps = 0;
+    return 1;
   }
   s.quiet_steps = 0;
+  s.probe_every = DraftStats::kProbeFirst;
   if (a >= 1.0) return k;
   // Largest d with a^d >= kProbeBelow.
   const double d = std::floor(std::log(DraftStats::kProbeBelow) / std::log(a));
@@ -32,7 +34,9 @@ void RecordVerify(DraftStats& s, int64_t drafted, int64_t accepted) {
   const double rate = static_cast<double>(accepted) / static_cast<double>(trials);
   // Each trial weighs 1/8: a handful of steps moves the estimate.
   const double w = 1.0 - std::pow(1.0 - 0.125, static_cast<double>(trials));
+  const bool probing = s.acceptance < DraftStats::kProbeBelow;
   s.acceptance += w * (rate - s.acceptance);
+  if (probing && accepted == 0) s.probe_every = std::min(2 * s.probe_every, DraftStats::kProbeMax);
 }
 
 namespace {

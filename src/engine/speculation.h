@@ -20,18 +20,21 @@
 
 namespace kvforge::engine {
 
-// A sequence's running acceptance: the estimated chance that a draft token is kept, and the
-// steps it has offered nothing since the estimate fell below kProbeBelow.
+// A sequence's running acceptance: the estimated chance that a draft token is kept, the steps
+// it has offered nothing since the estimate fell below kProbeBelow, and how many such steps
+// pass between probes (doubling after each probe that kept nothing, up to kProbeMax).
 struct DraftStats {
   double acceptance = 0.8;  // the prior: a new sequence drafts k = 8 at once
   int64_t quiet_steps = 0;
+  int64_t probe_every = kProbeFirst;
   static constexpr double kProbeBelow = 0.15;
-  static constexpr int64_t kProbeEvery = 16;
+  static constexpr int64_t kProbeFirst = 16;
+  static constexpr int64_t kProbeMax = 256;
 };
 
 // Tokens to draft this step (0: none). Adaptive: as many as keep the last one's chance of
 // being reached (acceptance^d) above kProbeBelow, within 1..k; below that, one draft every
-// kProbeEvery steps, so that a sequence whose text turns predictable is noticed. Not adaptive: k.
+// probe_every steps, so that a sequence whose text turns predictable is noticed. Not adaptive: k.
 int32_t DraftLength(DraftStats& stats, int32_t k, bool adaptive);
 // A verification kept `accepted` of `drafted` tokens: each draft up to the first rejected one is
 // a trial (a kept draft a success, the rejected one a failure); the estimate moves towards the

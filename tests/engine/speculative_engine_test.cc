@@ -111,6 +111,15 @@ std::vector<Case> Cases() {
                {{"kv_cache_memory_bytes", "61440"}, {"preemption_mode", "recompute"}}});
   v.push_back(
       {"swap_preemption", {{"kv_cache_memory_bytes", "61440"}, {"preemption_mode", "swap"}}});
+  // A stop string that falls inside kept drafts ends the output there; n > 1 completions fork
+  // the prompt and each drafts on its own.
+  Case stop{"stop_string", {}};
+  stop.params.stop = {" the"};
+  stop.params.ignore_eos = false;
+  v.push_back(stop);
+  Case n3{"n3", {}};
+  n3.params.n = 3;
+  v.push_back(n3);
   // Everything at once: a regex constraint, speculated, on quantized KV that StreamingLLM
   // evicts, with a RAM offload tier below the (hash) prefix cache.
   Case composed{"composed",

@@ -109,15 +109,24 @@ inline constexpr int kToks = 4;
 inline constexpr int64_t kMinTokens = 3;
 static_assert(kToks == 4, "MatMulFloat's remainder switch handles 1 to 3 tokens");
 
-// Tokens [t, t + T) against rows [rb, re) of one row block: full 6-row tiles, then single rows.
-template <WType W, int T>
+// Small calls (a speculative verify of 1 + k tokens) pay one pass over the weights per token
+// tile: a 4 x 5 tile (20 accumulators) covers 5 tokens in one pass where the 6 x 4 one needs two,
+// so 5, 9, 10, 13, 14 and 15 tokens take 5-token tiles (9: 5 + 4, two passes instead of three).
+inline constexpr int kRows5 = 4;
+inline constexpr int64_t kMaxTokensFor5 = 15;
+inline bool FiveTokenTiles(int64_t n_tok) {
+  return n_tok <= kMaxTokensFor5 && (n_tok + 4) / 5 < (n_tok + 3) / 4;
+}
+
+// Tokens [t, t + T) against rows [rb, re) of one row block: full R-row tiles, then single rows.
+template <WType W, int T, int R = kRows>
 void RowBlockTokens(const uint8_t* weights, size_t row_bytes, int64_t cols, const float* const* xs,
                     float* y, int64_t y_stride, int64_t t, int64_t rb, int64_t re) {
-  float out[kRows * T];
+  float out[R * T];
   int64_t r = rb;
-  for (; r + kRows <= re; r += kRows) {
-    DotTile<W, kRows, T>(weights + static_cast<size_t>(r) * row_bytes, row_bytes, xs, cols, out);
-    for (int q = 0; q < kRows; ++q)
+  for (; r + R <= re; r += R) {
+    DotTile<W, R, T>(weights + static_cast<size_t>(r) * row_bytes, row_bytes, xs, cols, out);
+    for (int q = 0; q < R; ++q)
       for (int k = 0; k < T; ++k) y[(t + k) * y_stride + r + q] = out[q * T + k];
   }
   for (; r < re; ++r) {
@@ -141,11 +150,14 @@ void MatMulFloat(const uint8_t* weights, size_t row_bytes, int64_t cols, const u
     int64_t t = 0;
     auto run = [&](auto nt_tag) {
       constexpr int T = decltype(nt_tag)::value;
+      constexpr int R = T == 5 ? kRows5 : kRows;
       const float* xs[T];
       for (int k = 0; k < T; ++k) xs[k] = reinterpret_cast<const float*>(x + (t + k) * x_row);
-      RowBlockTokens<W, T>(weights, row_bytes, cols, xs, y, y_stride, t, rb, re);
+      RowBlockTokens<W, T, R>(weights, row_bytes, cols, xs, y, y_stride, t, rb, re);
       t += T;
     };
+    if (FiveTokenTiles(n_tok))
+      while (n_tok - t >= 5) run(std::integral_constant<int, 5>());
     while (n_tok - t >= kToks) run(std::integral_constant<int, kToks>());
     switch (n_tok - t) {
       case 3:

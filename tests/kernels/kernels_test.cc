@@ -55,7 +55,7 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
     for (int64_t rows : {1, 7, 17, 33}) {
       // 33 tokens take the dequantize-then-float GEMM path for quantized weights.
       for (int64_t n_tok :
-           {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, kDequantGemmMinTokens + 1}) {
+           {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{9}, kDequantGemmMinTokens + 1}) {
         const size_t rb = *tensor::RowBytes(dt, cols);
         // One byte of offset makes every buffer unaligned.
         std::vector<uint8_t> wbuf(rb * rows + 1);
@@ -159,7 +159,7 @@ TEST_P(MatMulTest, PackedGemmMatchesReferenceAcrossBlockEdges) {
 // The AVX-512 float kernel gives every output one accumulator, the same lane order and the same
 // final reduction whatever tile computes it, so a token's outputs are bit-identical in every batch
 // of at least 3 tokens, at any position (smaller calls, decode, run the AVX2 kernel). Rows and
-// columns cross the 6x4 tile's and the 16-lane loop's edges.
+// columns cross the 6x4 and 4x5 tiles' and the 16-lane loop's edges.
 // On a CPU without AVX-512 there is no such table and nothing to check.
 TEST(KernelsTest, Avx512FloatMatMulDoesNotDependOnTheBatch) {
   for (const KernelTable* k : Simd()) {
@@ -181,7 +181,7 @@ TEST(KernelsTest, Avx512FloatMatMulDoesNotDependOnTheBatch) {
       const auto* xb = reinterpret_cast<const uint8_t*>(x.data());
       std::vector<float> batch(static_cast<size_t>(n_tok * rows));  // [n_tok][rows]
       k->matmul_rows(w, wbuf.data(), rb, cols, xb, n_tok, batch.data(), rows, 0, rows);
-      for (int64_t m : {3, 4, 5, 7})
+      for (int64_t m : {3, 4, 5, 7, 9, 10})
         for (int64_t first = 0; first + m <= n_tok; ++first) {
           std::vector<float> part(static_cast<size_t>(m * rows));  // [m][rows]
           k->matmul_rows(w, wbuf.data(), rb, cols, xb + first * cols * 4, m, part.data(), rows, 0,

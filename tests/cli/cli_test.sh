@@ -416,6 +416,23 @@ start_serve() {  # start_serve NAME ARGS...: sets SERVE_URL (empty on failure), 
     sleep 0.1
   done
 }
+# serve with prompt lookup: completions are the plain tokens, /metrics counts the drafts.
+start_serve "spec" --speculative-method ngram --num-speculative-tokens 6 --threads 1
+if [[ -z "$SERVE_URL" ]]; then
+  fail=$((fail + 1)); echo "FAIL: serve with speculative decoding did not start"; head -c 600 "$TMP/spec.err"
+else
+  SPEC_BODY='{"prompt":"The cat sat on the mat. The cat sat on the mat. The cat sat on the","max_tokens":24,"temperature":0}'
+  curl -s --max-time 60 "$SERVE_URL/v1/completions" -H 'Content-Type: application/json' -d "$SPEC_BODY" >"$TMP/spec.json"
+  contains "spec completion" "$TMP/spec.json" '"text"'
+  curl -s --max-time 10 "$SERVE_URL/metrics" >"$TMP/spec.metrics"
+  contains "spec metrics" "$TMP/spec.metrics" "kvforge_spec_decode_num_draft_tokens_total"
+  check "plain run of the same prompt" 0 "$KVF" run --prompt "The cat sat on the mat. The cat sat on the mat. The cat sat on the" --max-tokens 24 --temperature 0 --threads 1 --json
+  PLAIN_TEXT="$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().split("\n")[0])["text"])' "$TMP/out" 2>/dev/null)"
+  SPEC_TEXT="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$TMP/spec.json" 2>/dev/null)"
+  if [[ -n "$PLAIN_TEXT" && "$PLAIN_TEXT" == "$SPEC_TEXT" ]]; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: served speculative text differs: '$SPEC_TEXT' vs '$PLAIN_TEXT'"; fi
+  kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null
+fi
 if [[ -n "${KVF_REDIS_URL:-}" ]]; then
   LONG_PROMPT="Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine. One day, she saw a big tree with a swing. She ran to the swing and sat on it. She swung high and low, and she laughed."
   BODY="$(python3 -c 'import json,sys; print(json.dumps({"prompt":sys.argv[1],"max_tokens":8,"temperature":0}))' "$LONG_PROMPT")"

@@ -276,7 +276,11 @@ TEST_F(RobustnessTest, DisconnectOfNonStreamingRequestAbortsAndFreesTheBlocks) {
   // Generating: wait (bounded) for the first tokens, then hang up.
   bool generating = false;
   for (int i = 0; i < 30000 && !generating; ++i) {
-    generating = Metrics(url())["kvforge_generation_tokens_total"] > generated_before;
+    // Running now, not only counted: a late count of an earlier request's tokens must not pass
+    // for this one's (the hang-up would then come before it was admitted).
+    auto now = Metrics(url());
+    generating = now["kvforge_requests_running"] > 0 &&
+                 now["kvforge_generation_tokens_total"] > generated_before;
     if (!generating) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_TRUE(generating) << "the request did not start generating within 30 s";

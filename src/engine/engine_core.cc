@@ -270,8 +270,8 @@ EngineStats EngineCore::Stats() const {
   s.spec_num_drafts = spec_num_drafts_;
   s.spec_draft_tokens = spec_draft_tokens_;
   s.spec_accepted_tokens = spec_accepted_tokens_;
-  s.spec_granted_slots = sched_->Stats().num_draft_slots;
-  s.spec_refused_offers = sched_->Stats().num_drafts_refused;
+  s.spec_granted_slots = ss.num_draft_slots;
+  s.spec_refused_offers = ss.num_drafts_refused;
   s.spec_draft_kv_bytes = spec_ ? spec_->draft_kv_bytes() : 0;
   s.kv_usage = cache_->Usage();
   s.kv_total_blocks = cache_->num_blocks();

@@ -226,6 +226,9 @@ class EngineCore {
                           std::optional<engine::SequenceGrammar>& grammar,
                           const std::vector<int32_t>& history, float* logits) const;
   BeamChoice DecideBeams(const Request& r, const std::vector<const std::vector<float>*>& lp) const;
+  // The chosen token's log-probability and the request's top alternatives, from the row's logits
+  // before masking (`raw`, empty unless the request asked for logprobs).
+  void AddLogprobs(const Request& r, const std::vector<float>& raw, TokenChoice* c) const;
   // A row with drafts: each draft checked against the target's distribution at its position
   // (sampling/speculative.h) until one is refused (its replacement ends the row) or all are kept
   // (then the last row's token). `rows` [1 + drafts][n_vocab].
@@ -234,7 +237,9 @@ class EngineCore {
   // attention or read sparsely (their statistics would see the drafts).
   bool MaySpeculate(const Request& r, const Seq& s) const;
   // Cuts rejected drafts' KV before the KV policies and the scheduler see the sequence.
-  Status CutRejectedDrafts(const StepBatch& b, const StepChoices& c);
+  // `kept_drafts`: seq -> drafts its verification kept.
+  Status CutRejectedDrafts(const StepBatch& b,
+                           const std::unordered_map<int64_t, int64_t>& kept_drafts);
   void ForgetDraft(int64_t seq);
   // CommitStep's parts.
   void NoteFirstSchedule(const sched::StepPlan& plan, Clock::time_point at);

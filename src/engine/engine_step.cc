@@ -209,6 +209,15 @@ Status EngineCore::RunForward(StepBatch& b) {
 
 // --- choose tokens ----------------------------------------------------------------------------
 
+void EngineCore::AddLogprobs(const Request& r, const std::vector<float>& raw,
+                             TokenChoice* c) const {
+  if (c->token < 0 || r.params.logprobs <= 0) return;
+  std::vector<sampling::TokenLogprob> top;
+  c->logprob = sampling::Sampler::LogProb(raw.data(), model_->config().n_vocab, c->token, &top,
+                                          r.params.logprobs);
+  for (const auto& t : top) c->top.emplace_back(t.id, t.logprob);
+}
+
 EngineCore::TokenChoice EngineCore::ChooseToken(const Request& r, int64_t seq,
                                                 sampling::Sampler& sampler,
                                                 std::optional<engine::SequenceGrammar>& grammar,
@@ -221,11 +230,7 @@ EngineCore::TokenChoice EngineCore::ChooseToken(const Request& r, int64_t seq,
   if (r.params.logprobs > 0) raw.assign(logits, logits + n_vocab);
   if (!grammar || grammar->Mask(logits, n_vocab))
     c.token = sampler.Sample(logits, n_vocab, history);
-  if (c.token >= 0 && r.params.logprobs > 0) {
-    std::vector<sampling::TokenLogprob> top;
-    c.logprob = sampling::Sampler::LogProb(raw.data(), n_vocab, c.token, &top, r.params.logprobs);
-    for (const auto& t : top) c.top.emplace_back(t.id, t.logprob);
-  }
+  AddLogprobs(r, raw, &c);
   return c;
 }
 
@@ -328,11 +333,7 @@ EngineCore::RowChoice EngineCore::VerifyDrafts(const Request& r, Seq& s, const S
     } else {
       c.token = s.sampler->Draw(p);  // every draft kept: the target's own next token
     }
-    if (c.token >= 0 && r.params.logprobs > 0) {
-      std::vector<sampling::TokenLogprob> top;
-      c.logprob = sampling::Sampler::LogProb(raw.data(), n_vocab, c.token, &top, r.params.logprobs);
-      for (const auto& t : top) c.top.emplace_back(t.id, t.logprob);
-    }
+    AddLogprobs(r, raw, &c);
     if (!kept) {
       rc.choice = std::move(c);
       break;
@@ -470,7 +471,7 @@ Status EngineCore::CommitStep(const sched::StepPlan& plan, const StepBatch& b, S
   std::unordered_map<int64_t, int64_t> kept_drafts;  // seq -> drafts verification kept
   for (const RowChoice& rc : c.rows)
     if (rc.drafted > 0) kept_drafts[rc.choice.seq] = static_cast<int64_t>(rc.accepted.size());
-  KVF_RETURN_IF_ERROR(CutRejectedDrafts(b, c));
+  KVF_RETURN_IF_ERROR(CutRejectedDrafts(b, kept_drafts));
   // Before the forks, so that n > 1 completions fork the compacted prompt.
   KVF_RETURN_IF_ERROR(ApplyKvPolicies(plan, kept_drafts));
   NoteTokenTimes(b);
@@ -544,15 +545,14 @@ Status EngineCore::CommitStep(const sched::StepPlan& plan, const StepBatch& b, S
   return Status::Ok();
 }
 
-Status EngineCore::CutRejectedDrafts(const StepBatch& b, const StepChoices& c) {
+Status EngineCore::CutRejectedDrafts(const StepBatch& b,
+                                     const std::unordered_map<int64_t, int64_t>& kept_drafts) {
   for (const SampledRow& row : b.sampled) {
-    if (row.drafts.empty()) continue;
-    for (const RowChoice& rc : c.rows) {
-      if (rc.choice.seq != row.seq) continue;
-      const int64_t keep = row.first_slot + 1 + static_cast<int64_t>(rc.accepted.size());
-      if (cache_->Contains(row.seq) && cache_->NumTokens(row.seq) > keep)
-        KVF_RETURN_IF_ERROR(cache_->Truncate(row.seq, keep));
-    }
+    auto kept = kept_drafts.find(row.seq);
+    if (row.drafts.empty() || kept == kept_drafts.end()) continue;
+    const int64_t keep = row.first_slot + 1 + kept->second;
+    if (cache_->Contains(row.seq) && cache_->NumTokens(row.seq) > keep)
+      KVF_RETURN_IF_ERROR(cache_->Truncate(row.seq, keep));
   }
   return Status::Ok();
 }

@@ -313,3 +313,48 @@ TEST(SchedulerApiTest, StatsCountPreemptionsAndSequences) {
 
 }  // namespace
 }  // namespace kvforge::sched::testing
+
+namespace kvforge::sched::testing {
+namespace {
+
+// Speculative decoding's draft slots: an offer lengthens the next decode chunk (within the
+// budget and max_new_tokens), the kept drafts count as computed and as tokens, the rejected
+// slots are released, and a bad count of kept drafts is refused.
+TEST(SchedulerApiTest, DraftSlotsAreGrantedCommittedAndReleased) {
+  FakeKvSpace kv(16, 4, 0);
+  Scheduler s(Config(64, 4), &kv);
+  ASSERT_TRUE(s.AddRequest(MakeReq(1, 10, 6, 8)).ok());
+  StepPlan p = s.Schedule();  // the prompt
+  ASSERT_TRUE(s.OnStepDone(p, {{10, true}}, {{1, false}}).ok());
+  s.OfferDrafts(10, 5, 0.9);
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].pos0, 6);
+  EXPECT_EQ(p.chunks[0].num_tokens, 6);  // the last token and 5 draft slots
+  EXPECT_EQ(p.chunks[0].draft_tokens, 5);
+  EXPECT_EQ(s.NumKvSlots(10), 12);
+  // A count above the slots is refused, nothing changes.
+  EXPECT_EQ(s.OnStepDone(p, {{10, true, 6}}, {{1, false}}).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s.OnStepDone(p, {{10, true, 2}}, {{1, false}}).ok());
+  EXPECT_EQ(s.NumComputed(10), 9);  // 6 + the last token + 2 kept drafts
+  EXPECT_EQ(s.NumTokens(10), 10);   // and the sampled token after them
+  EXPECT_EQ(s.NumKvSlots(10), 9);
+  EXPECT_EQ(kv.Slots(10), 9);
+  ASSERT_TRUE(s.CheckInvariants().ok());
+  ASSERT_TRUE(kv.CheckInvariants().ok());
+  // 4 of 8 new tokens generated: at most 8 - 4 - 1 = 3 drafts, whatever the offer.
+  s.OfferDrafts(10, 7, 0.9);
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].draft_tokens, 3);
+  // No offer this time: the plan is redone without draft slots.
+  p = s.Schedule();
+  EXPECT_EQ(p.chunks[0].draft_tokens, 0);
+  EXPECT_EQ(p.chunks[0].num_tokens, 1);
+  ASSERT_TRUE(s.OnStepDone(p, {{10, true}}, {{1, false}}).ok());
+  EXPECT_EQ(s.Stats().num_draft_slots, 8);
+  ASSERT_TRUE(s.CheckInvariants().ok());
+}
+
+}  // namespace
+}  // namespace kvforge::sched::testing

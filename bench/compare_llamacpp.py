@@ -14,12 +14,17 @@ llama.cpp with flash attention (-fa 1). --kv-dtype q8_0 runs both with a q8_0 KV
 engines' figures per round, the ratio per round, the median ratio, and for pp tests kvforge's
 matmul GFLOP/s as a fraction of the FMA peak `bench latency` measures in the same run (with the
 same kernel table: on an AVX-512 CPU that is the zmm peak, twice the ymm one).
---kernels avx2 runs kvforge with KVFORGE_KERNELS=avx2, its AVX2 kernels only: the like-for-like
-setting against a peer built for AVX2 (the b10573 build in ../shared/peers is; SOURCES.md), on a
-CPU that has AVX-512. The header names the table kvforge ran. Usage:
-  bench/compare_llamacpp.py KVFORGE PEER_DIR [--shapes 110m,1b] [--dtypes f16,q8_0,...]
-      [--tests pp512,tg128,tg64@d2048] [--batches 1,4,8,16,64] [--rounds 3] [--reps 2]
-      [--kv-dtype f16|q8_0] [--kernels avx2|avx512] [--json OUT] [--keep]
+The peer is picked like for like: PEER `auto` (the default) reads the CPU's flags and runs
+llama.cpp's native AVX-512 build (../shared/peers/llama.cpp-b10573-avx512, built for AVX-512
+F/BW/DQ/VL/VNNI/BF16) against kvforge's best kernel table where the CPU has all of those, else
+the AVX2 build against kvforge's best (AVX2) table. `avx2` runs the AVX2 build against kvforge
+restricted to its AVX2 kernels (KVFORGE_KERNELS=avx2) on any CPU; `avx512` insists on the native
+pair; `both` runs the two pairs on the same model files, one after the other; a directory runs
+that build with --kernels as given. The header names the CPU, each pair and the kernel table
+kvforge reported. Usage:
+  bench/compare_llamacpp.py KVFORGE [auto|avx2|avx512|both|PEER_DIR] [--shapes 110m,1b]
+      [--dtypes f16,q8_0,...] [--tests pp512,tg128,tg64@d2048] [--batches 1,4,8,16,64]
+      [--rounds 3] [--reps 2] [--kv-dtype f16|q8_0] [--kernels avx2|avx512] [--json OUT] [--keep]
 """
 import argparse
 import json
@@ -112,6 +117,50 @@ def llamacpp_batched(peer, model, a):
     return got
 
 
+# What the native llama.cpp build was compiled for (../shared/peers/llama.cpp-b10573-avx512/
+# SOURCES.md); it stops with an illegal instruction on a CPU without them.
+AVX512_FLAGS = ("avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512_bf16")
+
+
+def cpu_info():
+    """(model name, set of flags) of the first CPU in /proc/cpuinfo."""
+    name, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and name == "unknown CPU":
+                    name = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return name, flags
+
+
+def pick_pairs(choice, peers_root, kernels, flags):
+    """[(peer dir, kvforge kernel table or '', label)] for the PEER argument."""
+    native = all(f in flags for f in AVX512_FLAGS)
+    avx2 = os.path.join(peers_root, "llama.cpp-b10573")
+    avx512 = os.path.join(peers_root, "llama.cpp-b10573-avx512")
+    missing = [f for f in AVX512_FLAGS if f not in flags]
+    if choice == "auto":
+        choice = "avx512" if native else "avx2"
+    if choice == "avx512":
+        if not native:
+            sys.exit("compare: the AVX-512 peer needs " + ", ".join(missing) + " (not on this CPU)")
+        return [(avx512, kernels, "native AVX-512 llama.cpp vs kvforge's best table")]
+    if choice == "avx2":
+        return [(avx2, kernels or ("avx2" if native else ""),
+                 "AVX2 llama.cpp vs kvforge's AVX2 table")]
+    if choice == "both":
+        return pick_pairs("avx512", peers_root, kernels, flags) + \
+            pick_pairs("avx2", peers_root, "", flags)
+    if not os.path.exists(os.path.join(choice, "llama-bench")):
+        sys.exit("compare: no llama-bench in " + choice)
+    return [(choice, kernels, "peer " + choice)]
+
+
 def alternate(rounds, first, second):
     """Calls both thunks `rounds` times, flipping the order each round; (firsts, seconds)."""
     xs, ys = [], []
@@ -125,21 +174,24 @@ def alternate(rounds, first, second):
     return xs, ys
 
 
-def row(shape, dtype, test, k, l, rows, peak=None):
+def row(shape, dtype, test, k, l, rows, peak=None, peer=""):
     ratios = [x / y for x, y in zip(k, l)]
     med = statistics.median(ratios)
     frac = f"{statistics.median(peak):.2f}" if peak else ""
-    print(f"| {shape} | {dtype} | {test} | {', '.join(f'{v:.1f}' for v in k)} | "
+    print(f"| {peer} | {shape} | {dtype} | {test} | {', '.join(f'{v:.1f}' for v in k)} | "
           f"{', '.join(f'{v:.1f}' for v in l)} | {', '.join(f'{r:.2f}' for r in ratios)} | "
           f"{med:.2f}x | {frac} |", flush=True)
-    rows.append(dict(shape=shape, weights=dtype, test=test, kvforge=k, llamacpp=l,
+    rows.append(dict(peer=peer, shape=shape, weights=dtype, test=test, kvforge=k, llamacpp=l,
                      ratios=ratios, median_ratio=med, kvforge_peak_fraction=peak))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kvforge")
-    ap.add_argument("peer")
+    ap.add_argument("peer", nargs="?", default="auto",
+                    help="auto | avx2 | avx512 | both | a llama.cpp build directory")
+    ap.add_argument("--peers-root", default=os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "..", "shared", "peers"), help="where the two b10573 builds are")
     ap.add_argument("--shapes", default="110m,1b")
     ap.add_argument("--dtypes", default="f32,f16,bf16,q8_0,q4_0,q4_k,q6_k")
     ap.add_argument("--tests", default="pp512,tg128,tg64@d2048,tg64@d8192")
@@ -158,35 +210,50 @@ def main():
     tests = [t for t in a.tests.split(",") if t]
     for t in tests:
         parse_test(t)  # fail before any work on a bad name
-    if a.kernels:
-        KVFORGE_ENV["KVFORGE_KERNELS"] = a.kernels
-    print(f"kvforge vs llama.cpp ({a.peer}), {a.rounds} rounds alternating, KV {a.kv_dtype}, "
-          f"2 threads, kvforge kernels: {a.kernels or 'best for the CPU'}")
-    print("| shape | weights | test | kvforge t/s (rounds) | llama.cpp t/s (rounds) | "
+    cpu, flags = cpu_info()
+    pairs = pick_pairs(a.peer, os.path.abspath(a.peers_root), a.kernels, flags)
+    print(f"kvforge vs llama.cpp b10573 on {cpu}, {a.rounds} rounds alternating, KV {a.kv_dtype}, "
+          f"2 threads")
+    for i, (peer, kernels, label) in enumerate(pairs):
+        print(f"pair {chr(ord('A') + i)}: {label}: {peer}, kvforge kernels: "
+              f"{kernels or 'best for the CPU'}")
+    print("| pair | shape | weights | test | kvforge t/s (rounds) | llama.cpp t/s (rounds) | "
           "ratio per round | median ratio | kvforge pp matmuls / FMA peak |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = []
+
+    def use_kernels(kernels):
+        KVFORGE_ENV.pop("KVFORGE_KERNELS", None)
+        if kernels:
+            KVFORGE_ENV["KVFORGE_KERNELS"] = kernels
+
     for shape in a.shapes.split(","):
         for dtype in a.dtypes.split(","):
             model = os.path.join(a.dir, f"compare-{shape}-{dtype}.gguf")
             if not os.path.exists(model):
                 make_model(a.kvforge, shape, dtype, a.vocab_from, model)
-            for test in tests:
-                k, l = alternate(a.rounds, lambda t=test: kvforge_test(a.kvforge, model, t, a),
-                                 lambda t=test: llamacpp_test(a.peer, model, t, a))
-                row(shape, dtype, test, k, l, rows, PEAK_FRACTIONS.get((model, test)))
-            if a.batches:
-                k, l = alternate(a.rounds, lambda: kvforge_batched(a.kvforge, model, a),
-                                 lambda: llamacpp_batched(a.peer, model, a))
-                for b in a.batches:
-                    row(shape, dtype, f"S_TG B={b}", [r[b] for r in k], [r[b] for r in l], rows)
+            for i, (peer, kernels, _) in enumerate(pairs):
+                tag = chr(ord("A") + i)
+                use_kernels(kernels)
+                PEAK_FRACTIONS.clear()
+                for test in tests:
+                    k, l = alternate(a.rounds, lambda t=test: kvforge_test(a.kvforge, model, t, a),
+                                     lambda t=test, p=peer: llamacpp_test(p, model, t, a))
+                    row(shape, dtype, test, k, l, rows, PEAK_FRACTIONS.get((model, test)), tag)
+                if a.batches:
+                    k, l = alternate(a.rounds, lambda: kvforge_batched(a.kvforge, model, a),
+                                     lambda p=peer: llamacpp_batched(p, model, a))
+                    for b in a.batches:
+                        row(shape, dtype, f"S_TG B={b}", [r[b] for r in k], [r[b] for r in l],
+                            rows, peer=tag)
             if not a.keep:
                 os.remove(model)
     if KVFORGE_TABLES:
         print("kvforge ran the kernel table(s): " + ", ".join(sorted(KVFORGE_TABLES)))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(rounds=a.rounds, kv_dtype=a.kv_dtype, rows=rows,
+            json.dump(dict(cpu=cpu, pairs=[dict(peer=p, kernels=k, label=n) for p, k, n in pairs],
+                           rounds=a.rounds, kv_dtype=a.kv_dtype, rows=rows,
                            kvforge_kernels=sorted(KVFORGE_TABLES)), f, indent=1)
     return 0
 

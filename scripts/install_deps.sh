@@ -13,6 +13,8 @@ PACKAGES=(
   python3-dev pybind11-dev python3-pytest python3-jsonschema
   chromium
   libzstd-dev liblz4-dev libxxhash-dev libhiredis-dev redis-server
+  prometheus
+  libyaml-dev libssl-dev
 )
 
 SUDO=""

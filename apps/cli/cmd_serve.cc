@@ -11,6 +11,7 @@
 #include <string>
 
 #include "commands.h"
+#include "config_file.h"
 #include "engine_flags.h"
 #include "flags.h"
 #include "kvforge/llm.h"
@@ -30,6 +31,41 @@ std::string ModelId(const std::string& path) {
   return name.empty() ? path : name;
 }
 
+// A CORS flag's list: '["a", "b"]' or a,b.
+bool ParseList(const std::string& text, const char* flag, std::vector<std::string>* out) {
+  auto list = server::ParseCorsFlagList(text, flag);
+  if (!list.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", list.error().message().c_str());
+    return false;
+  }
+  *out = std::move(*list);
+  return true;
+}
+
+// Checks the TLS files before the model is loaded (Start loads them); -1: go on, else the exit
+// code.
+int SetTlsAndCors(const std::string& cert, const std::string& key, const std::string& origins,
+                  const std::string& methods, const std::string& headers, bool credentials,
+                  server::ServerOptions* so) {
+  if (cert.empty() != key.empty()) {
+    std::fprintf(stderr, "kvforge: TLS needs both --ssl-certfile and --ssl-keyfile\n");
+    return 2;
+  }
+  for (const std::string* f : {&cert, &key})
+    if (!f->empty() && !std::ifstream(*f, std::ios::binary)) {
+      std::fprintf(stderr, "kvforge: cannot read %s\n", f->c_str());
+      return 2;
+    }
+  so->ssl_certfile = cert;
+  so->ssl_keyfile = key;
+  if (!ParseList(origins, "allowed-origins", &so->allowed_origins) ||
+      !ParseList(methods, "allowed-methods", &so->allowed_methods) ||
+      !ParseList(headers, "allowed-headers", &so->allowed_headers))
+    return 2;
+  so->allow_credentials = credentials;
+  return -1;
+}
+
 }  // namespace
 
 // Decode-priority chunking's target for `kvforge serve`, chosen from measurement (ADR 0012).
@@ -37,7 +73,9 @@ constexpr double kServeMaxItlMs = 200;
 
 int ServeMain(const Args& args) {
   std::string host = "127.0.0.1", api_key, chat_template_file, served_name, tool_call_parser,
-              reasoning_parser;
+              reasoning_parser, config_file, ssl_certfile, ssl_keyfile, allowed_origins,
+              allowed_methods = "GET,POST,OPTIONS", allowed_headers = "*";
+  bool allow_credentials = false;
   int64_t port = 8000, max_queue = 128, http_threads = 0;
   bool no_webui = false;
   uint64_t max_body = 4u << 20;
@@ -73,8 +111,28 @@ int ServeMain(const Args& args) {
   p.AddBool("no-webui", &no_webui,
             "no web page at / (the chat playground and KV-cache inspector; its JSON endpoints "
             "/v1/kvforge/kv and /v1/kvforge/history stay)");
+  p.Section("TLS and CORS");
+  p.AddString("ssl-certfile", &ssl_certfile, "PEM certificate (chain) file: serve HTTPS");
+  p.AddString("ssl-keyfile", &ssl_keyfile, "PEM private key file of --ssl-certfile");
+  p.AddAlias("ssl-cert-file", "ssl-certfile");  // llama-server's spellings
+  p.AddAlias("ssl-key-file", "ssl-keyfile");
+  p.AddString("allowed-origins", &allowed_origins,
+              "browser origins allowed to call the API (CORS), e.g. "
+              "'[\"https://app.example.com\"]' or a,b; '*': any (default: CORS off)");
+  p.AddString("allowed-methods", &allowed_methods, "CORS: methods allowed ('*': any)");
+  p.AddString("allowed-headers", &allowed_headers, "CORS: request headers allowed ('*': any)");
+  p.AddBool("allow-credentials", &allow_credentials, "CORS: allow cookies and Authorization");
+  p.Section("config file");
+  p.AddString("config", &config_file,
+              "YAML file of flag values (keys: the flag names without --); flags on the command "
+              "line override it");
   AddEngineFlags(p, &cfg);
-  if (int rc = HandleParse(p, args); rc >= 0) return rc;
+  auto all_args = WithConfigFile(p, args);
+  if (!all_args.ok()) {
+    std::fprintf(stderr, "kvforge: %s\n", all_args.error().message().c_str());
+    return 2;
+  }
+  if (int rc = HandleParse(p, *all_args); rc >= 0) return rc;
   if (port < 0 || port > 65535) {
     std::fprintf(stderr, "kvforge: --port must be in 0..65535\n");
     return 2;
@@ -86,6 +144,10 @@ int ServeMain(const Args& args) {
     return 2;
   }
   server::ServerOptions so;
+  if (int rc = SetTlsAndCors(ssl_certfile, ssl_keyfile, allowed_origins, allowed_methods,
+                             allowed_headers, allow_credentials, &so);
+      rc >= 0)
+    return rc;
   so.tool_call_parser = tool_call_parser;
   so.reasoning_parser = reasoning_parser;
   if (!chat_template_file.empty()) {

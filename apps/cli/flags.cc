@@ -98,6 +98,16 @@ bool FlagParser::Given(const std::string& name) const {
 
 bool FlagParser::Has(const std::string& name) const { return Find(name) != nullptr; }
 
+bool FlagParser::IsSwitch(const std::string& name) const {
+  const Flag* f = Find(name);
+  return f != nullptr && f->metavar.empty();
+}
+
+bool FlagParser::SwitchTakesValue(const std::string& name) const {
+  const Flag* f = Find(name);
+  return f != nullptr && f->metavar.empty() && f->optional_value;
+}
+
 void FlagParser::AddAlias(const std::string& alias, const std::string& name) {
   aliases_.emplace_back(alias, name);
 }

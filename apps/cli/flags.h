@@ -40,6 +40,9 @@ class FlagParser {
   void Section(const std::string& title) { section_ = title; }
   // Whether `name` is already a flag or an alias.
   bool Has(const std::string& name) const;
+  // Whether the flag `name` is a switch (takes no value), and whether it also takes =VALUE.
+  bool IsSwitch(const std::string& name) const;
+  bool SwitchTakesValue(const std::string& name) const;
   // A switch that, once the flags are parsed, makes HandleParse print `output()` and exit 0.
   void AddExitAction(const std::string& name, const std::string& help,
                      std::function<std::string()> output);

@@ -36,6 +36,7 @@ struct CompletionOutput {
   std::string text;
   std::vector<int32_t> token_ids;
   std::string finish_reason;      // "stop" | "length" | "abort"
+  std::string stop_string;        // final output: the stop string that ended it; empty: none did
   double cumulative_logprob = 0;  // sum of chosen tokens' log-probabilities
   // Per generated token, when SamplingParams::logprobs > 0: the chosen token's log-probability
   // and the top-N alternatives (id, logprob).
@@ -100,6 +101,14 @@ struct EngineStats {
   int64_t prefix_deferrals = 0;   // admissions held back for a prefix another request computes
   int64_t itl_limited_steps = 0;  // steps whose prefill max_itl_ms cut
   int64_t kv_compactions = 0;     // KV eviction compactions applied
+  int64_t kv_shared_blocks = 0;   // in-use blocks referenced by more than one sequence
+  // KV eviction per policy (KvPolicyName), in the order the policies were first used.
+  struct KvPolicyCounts {
+    std::string policy;
+    int64_t evicted_tokens = 0;
+    int64_t compactions = 0;
+  };
+  std::vector<KvPolicyCounts> kv_policies;
   // KV offload tiers (docs/kv_cache.md#tiers; zeros and no tiers when off): prompt tokens whose KV
   // was loaded from a tier, chunks loaded, queued for writing, refused on load (corrupt, foreign)
   // and dropped for want of queue room; then each tier's own counters, fastest first.
@@ -121,6 +130,7 @@ struct EngineStats {
   int64_t spec_num_drafts = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;  // [draft position]: drafts kept at that position
   int64_t spec_granted_slots = 0;
   int64_t spec_refused_offers = 0;
   uint64_t spec_draft_kv_bytes = 0;

@@ -8,9 +8,11 @@
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (both also as Server-Sent Events
 // with "stream": true), GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize,
-// POST /detokenize; the web page's GET / (unless webui is off), GET /v1/kvforge/kv and GET
-// /v1/kvforge/history (server/inspector.h). See docs/server.md for the fields, errors and metric
-// names.
+// POST /detokenize; Anthropic's Messages API, POST /v1/messages (streamed as its typed events)
+// and POST /v1/messages/count_tokens, and OpenAI's Responses API, POST /v1/responses (stateless;
+// streamed as its typed events), both over the chat completions pipeline; the web page's GET /
+// (unless webui is off), GET /v1/kvforge/kv and GET /v1/kvforge/history (server/inspector.h).
+// See docs/server.md for the fields, errors and metric names.
 //
 // Requests are parsed and validated on the HTTP worker threads (JSON confined to the codec),
 // chat messages rendered with the chat template and tokenized there, then handed to the engine's
@@ -26,6 +28,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "kvforge/llm.h"
 #include "kvforge/status.h"
@@ -53,7 +57,22 @@ struct ServerOptions {
   int write_timeout_s = 30;        // a client that stops reading is dropped after this long
   bool webui = true;               // GET / serves the chat playground and KV inspector page
   int history_interval_ms = 1000;  // the inspector's chart samples (GET /v1/kvforge/history)
+  // HTTPS (vLLM's --ssl-certfile/--ssl-keyfile): PEM files; both or neither. Loaded at Start,
+  // which fails naming the file that cannot be read or does not match.
+  std::string ssl_certfile;
+  std::string ssl_keyfile;
+  // CORS (vLLM's --allowed-origins/-methods/-headers, --allow-credentials): browser pages from
+  // these origins ("scheme://host:port", or "*") may call the API; empty: CORS off (no headers,
+  // preflights 404). Empty methods: GET, POST, OPTIONS; empty headers: any ("*").
+  std::vector<std::string> allowed_origins;
+  std::vector<std::string> allowed_methods;
+  std::vector<std::string> allowed_headers;
+  bool allow_credentials = false;
 };
+
+// A CORS flag's list (--allowed-origins and the like): '["a", "b"]' or a,b; "" or []: empty.
+// Empty entries and quotes inside entries are refused, naming `flag`.
+Result<std::vector<std::string>> ParseCorsFlagList(std::string_view text, std::string_view flag);
 
 class Server {
  public:
@@ -66,7 +85,7 @@ class Server {
   // Binds and starts serving on background threads (kUnavailable when the port is taken).
   Status Start();
   int port() const;
-  std::string url() const;  // "http://HOST:PORT"
+  std::string url() const;  // "http://HOST:PORT" ("https://" with TLS)
   const std::string& model_id() const;
   // Refuses new requests (503), aborts every in-flight request, stops accepting connections and
   // joins the HTTP threads; waits until the engine has delivered every aborted request's final

@@ -236,6 +236,7 @@ RequestOutput EngineCore::BuildOutput(Request& r, bool final) {
       c.text = r.beam ? tok_->Decode(c.token_ids, !r.params.skip_special_tokens) : s->stop->text();
       c.finish_reason =
           s->finish_reason.empty() ? FinishReasonName(FinishReason::kAbort) : s->finish_reason;
+      if (!r.beam) c.stop_string = s->stop->matched_stop();
       c.cumulative_logprob = s->cum_logprob;
       c.token_logprobs = s->token_logprobs;
       c.top_logprobs = s->top_logprobs;
@@ -266,10 +267,13 @@ EngineStats EngineCore::Stats() const {
   s.prefix_deferrals = ss.num_prefix_deferrals;
   s.itl_limited_steps = ss.num_itl_limited_steps;
   s.kv_compactions = kv_compactions_;
+  s.kv_policies = kv_policy_counts_;
+  s.kv_shared_blocks = cache_->manager().pool().num_shared_blocks();
   s.spec_method = ConfigName(spec_ ? spec_->method() : SpeculativeMethod::kOff);
   s.spec_num_drafts = spec_num_drafts_;
   s.spec_draft_tokens = spec_draft_tokens_;
   s.spec_accepted_tokens = spec_accepted_tokens_;
+  s.spec_accepted_per_pos = spec_accepted_per_pos_;
   s.spec_granted_slots = ss.num_draft_slots;
   s.spec_refused_offers = ss.num_drafts_refused;
   s.spec_draft_kv_bytes = spec_ ? spec_->draft_kv_bytes() : 0;

@@ -250,6 +250,8 @@ class EngineCore {
   void FinishSeq(Seq& s, FinishReason reason);
   Status CommitBeams(Request& r, BeamChoice& choice, std::vector<sched::SeqOutcome>* outcomes);
   // After the forward: each scheduled sequence with a KV policy compacts if its policy says so.
+  // Adds one compaction of a `kind` policy that dropped `evicted_tokens` to kv_policy_counts_.
+  void CountEviction(KvPolicyKind kind, int64_t evicted_tokens);
   Status ApplyKvPolicies(const sched::StepPlan& plan,
                          const std::unordered_map<int64_t, int64_t>& kept_drafts);
   void FinishRequests(const std::vector<sched::RequestOutcome>& done,
@@ -292,11 +294,13 @@ class EngineCore {
   int64_t peak_unshared_blocks_ = 0;
   std::vector<float> logits_;
   int64_t kv_compactions_ = 0;
+  std::vector<EngineStats::KvPolicyCounts> kv_policy_counts_;  // per policy, first use first
   ModelInfo info_;
   Engine::EvictionSummary last_eviction_;
   std::optional<StepStage> injected_fault_;
   std::unique_ptr<engine::Speculator> spec_;  // null: speculative decoding off
   int64_t spec_num_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
+  std::vector<int64_t> spec_accepted_per_pos_;  // [draft position] drafts kept there
   double draft_round_ms_ = 0;  // a draft-model forward over the sequences drafting, ms (EMA)
 };
 

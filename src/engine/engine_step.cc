@@ -519,6 +519,10 @@ Status EngineCore::CommitStep(const sched::StepPlan& plan, const StepBatch& b, S
       spec_num_drafts_++;
       spec_draft_tokens_ += rc.drafted;
       spec_accepted_tokens_ += kept;
+      // Position i of a draft was kept when more than i drafts were (vLLM's per_pos counter).
+      if (spec_accepted_per_pos_.size() < static_cast<size_t>(kept))
+        spec_accepted_per_pos_.resize(static_cast<size_t>(kept), 0);
+      for (int64_t i = 0; i < kept; ++i) ++spec_accepted_per_pos_[static_cast<size_t>(i)];
     }
     if (s->finished) drops.push_back(s->id);
   }
@@ -583,6 +587,16 @@ void EngineCore::FinishRequests(const std::vector<sched::RequestOutcome>& outcom
   }
 }
 
+void EngineCore::CountEviction(KvPolicyKind kind, int64_t evicted_tokens) {
+  const std::string_view name = KvPolicyName(kind);
+  auto it = std::find_if(kv_policy_counts_.begin(), kv_policy_counts_.end(),
+                         [&](const EngineStats::KvPolicyCounts& c) { return c.policy == name; });
+  if (it == kv_policy_counts_.end())
+    it = kv_policy_counts_.insert(kv_policy_counts_.end(), {std::string(name), 0, 0});
+  it->evicted_tokens += evicted_tokens;
+  ++it->compactions;
+}
+
 Status EngineCore::ApplyKvPolicies(const sched::StepPlan& plan,
                                    const std::unordered_map<int64_t, int64_t>& kept_drafts) {
   for (const auto& ch : plan.chunks) {
@@ -592,8 +606,12 @@ Status EngineCore::ApplyKvPolicies(const sched::StepPlan& plan,
     if (s == nullptr || !s->evict) continue;
     int64_t end = ch.pos0 + ch.num_tokens - ch.draft_tokens;  // computed after the step
     if (auto k = kept_drafts.find(ch.seq); k != kept_drafts.end()) end += k->second;
+    const int64_t evicted_before = s->evict->evicted_tokens();
     KVF_ASSIGN_OR_RETURN(bool compacted, s->evict->AfterStep(*cache_, ch.seq, end));
-    if (compacted) ++kv_compactions_;
+    if (compacted) {
+      ++kv_compactions_;
+      CountEviction(s->evict->policy().kind, s->evict->evicted_tokens() - evicted_before);
+    }
     if (s->index == 0) {
       r.metrics.kv_evicted_tokens = s->evict->evicted_tokens();
       r.metrics.kv_peak_tokens = s->evict->peak_slots();

@@ -74,6 +74,8 @@ std::string StopChecker::Push(int32_t token, bool* hit) {
     if (at != std::string::npos) {
       text_.resize(at);
       *hit = true;
+      // A later stop string can only hit before this cut, so the last hit is where the text ends.
+      matched_ = s;
     }
   }
   const size_t safe = *hit ? text_.size() : text_.size() - Holdback(text_, params_.stop);

@@ -42,6 +42,8 @@ class StopChecker {
     (void)Push(token, &hit);
   }
   const std::string& text() const { return text_; }
+  // The stop string that ended the sequence (the text is cut before it); empty when none did.
+  const std::string& matched_stop() const { return matched_; }
 
  private:
   // Adds a token's text; returns the newly safe text; sets *hit when a stop string completed.
@@ -52,6 +54,7 @@ class StopChecker {
   tokenizer::StreamDecoder decoder_;
   std::string text_;
   size_t emitted_ = 0;
+  std::string matched_;
 };
 
 }  // namespace kvforge::engine

@@ -153,14 +153,15 @@ void BlockPool::AddRef(BlockId block) {
   Meta& m = At(block);
   KVF_CHECK_MSG(m.state == BlockState::kInUse, "kvmeta: AddRef on a block that is not in use");
   KVF_CHECK(m.ref_count < std::numeric_limits<int32_t>::max());
-  ++m.ref_count;
+  if (++m.ref_count == 2) ++num_shared_;
 }
 
 void BlockPool::Release(BlockId block) {
   Meta& m = At(block);
   KVF_CHECK_MSG(m.state == BlockState::kInUse && m.ref_count > 0,
                 "kvmeta: Release on a block that is not in use (double free?)");
-  if (--m.ref_count > 0) return;
+  if (--m.ref_count == 1) --num_shared_;
+  if (m.ref_count > 0) return;
   const int32_t index = BlockIndex(block);
   if (m.has_hash) {
     LruPushBack(index);  // most recently released: evicted last
@@ -237,6 +238,7 @@ Status BlockPool::CheckInvariants() const {
   if (block_tokens_ < 1) return Status::Internal("kvmeta pool: block_tokens < 1");
   // Per-block state vs fields.
   int32_t in_use = 0;
+  int32_t shared = 0;
   int32_t free_by_state = 0;
   int32_t evictable_by_state = 0;
   for (int32_t i = 0; i < n; ++i) {
@@ -257,6 +259,7 @@ Status BlockPool::CheckInvariants() const {
         break;
       case BlockState::kInUse:
         ++in_use;
+        if (m.ref_count > 1) ++shared;
         if (m.ref_count < 1)
           return Status::Internal(
               base::StrFormat("kvmeta pool: in-use block %d has ref %d", i, m.ref_count));
@@ -305,6 +308,9 @@ Status BlockPool::CheckInvariants() const {
         base::StrFormat("kvmeta pool: LRU holds %d blocks, counter %d, evictable states %d", walked,
                         num_evictable_, evictable_by_state));
   }
+  if (shared != num_shared_)
+    return Status::Internal(base::StrFormat("kvmeta pool: %d shared blocks, counter %d", shared,
+                                            num_shared_));
   if (num_free_ + num_evictable_ + in_use != n) {
     return Status::Internal(base::StrFormat("kvmeta pool: %d free + %d evictable + %d used != %d",
                                             num_free_, num_evictable_, in_use, n));

@@ -67,6 +67,8 @@ class BlockPool {
   int32_t num_free_blocks() const { return num_free_ + num_evictable_; }
   int32_t num_evictable_blocks() const { return num_evictable_; }
   int32_t num_used_blocks() const { return num_blocks() - num_free_blocks(); }
+  // In-use blocks referenced more than once (prefix sharing, forks): kept as a count, O(1).
+  int32_t num_shared_blocks() const { return num_shared_; }
   // Fraction of blocks in use, 0..1 (vLLM's kv_cache_usage_perc).
   double Usage() const;
 
@@ -137,6 +139,7 @@ class BlockPool {
   int32_t lru_tail_ = -1;   // most recently released evictable block
   int32_t num_free_ = 0;
   int32_t num_evictable_ = 0;
+  int32_t num_shared_ = 0;  // in-use blocks with ref_count > 1
   void NotifyContentDrop(int32_t index) const {
     if (content_drop_observer_) content_drop_observer_(MakeBlockId(index));
   }

@@ -2,6 +2,9 @@
 #include "server/http_transport.h"
 
 #include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <poll.h>
 #include <strings.h>
 #include <sys/socket.h>
 
@@ -22,10 +25,12 @@ namespace {
 // The Debian build listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG is compiled into the
 // library): a burst of clients overflows the accept queue and connections are dropped or reset.
 // listen() on a listening socket only raises its backlog, so it is re-issued after binding.
-class Listener : public httplib::Server {
+template <class Base>
+class Listener : public Base {
  public:
+  using Base::Base;
   void RaiseBacklog(int backlog) {
-    const socket_t fd = svr_sock_;
+    const socket_t fd = this->svr_sock_;
     if (fd != INVALID_SOCKET) ::listen(fd, backlog);
   }
 };
@@ -44,6 +49,16 @@ std::string RegexEscape(const std::string& s) {
     out += c;
   }
   return out;
+}
+
+// Method, path and headers only (the pre- and post-routing hooks).
+HttpRequest RequestLine(const httplib::Request& req) {
+  HttpRequest r;
+  r.method = req.method;
+  r.path = req.path;
+  for (const auto& [k, v] : req.headers) r.headers.emplace_back(k, v);
+  r.remote_addr = req.remote_addr;
+  return r;
 }
 
 HttpRequest ToRequest(const httplib::Request& req, std::string body) {
@@ -91,6 +106,8 @@ void Apply(HttpResponse r, httplib::Response* res) {
       sink.done();
       return true;
     });
+  } else if (r.content_type.empty()) {
+    res->body = std::move(r.body);  // no Content-Type (a 204)
   } else {
     res->set_content(r.body, r.content_type);
   }
@@ -104,10 +121,106 @@ std::string FindHeader(const HttpHeaders& headers, std::string_view name) {
   return "";
 }
 
+namespace {
+
+// The TLS set-up of one server: read by the OpenSSL callbacks through the context's app data.
+struct TlsFiles {
+  std::string cert_file, key_file;
+  HttpErrorBuilder error_builder;
+  std::string error;  // why the certificate or key could not be loaded
+};
+
+std::string OpenSslError() {
+  const unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return "unknown error";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof(buf));
+  return buf;
+}
+
+// Writes a whole plain-HTTP response to a socket and lets the client read it: the unread rest of
+// its request is drained (for a bounded time) before the caller closes, so that the close does
+// not reset the connection under the response.
+void AnswerInPlainHttp(int fd, const HttpResponse& r) {
+  std::string out = base::StrFormat(
+      "HTTP/1.1 %d Bad Request\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: "
+      "close\r\n\r\n",
+      r.status, r.content_type.c_str(), r.body.size());
+  out += r.body;
+  size_t sent = 0;
+  for (int tries = 0; sent < out.size() && tries < 100; ++tries) {
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, 100) <= 0) break;
+    const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  ::shutdown(fd, SHUT_WR);
+  char sink[4096];
+  for (int tries = 0; tries < 20; ++tries) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) break;
+    if (::recv(fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0) break;
+  }
+}
+
+// OpenSSL fails the handshake of a plain HTTP request with SSL_R_HTTP_REQUEST; the info callback
+// sees that failure while the socket is still open, and answers in plain HTTP.
+void OnTlsInfo(const SSL* ssl, int where, int ret) {
+  if ((where & SSL_CB_EXIT) == 0 || ret > 0) return;
+  const unsigned long e = ERR_peek_last_error();
+  if (ERR_GET_LIB(e) != ERR_LIB_SSL || ERR_GET_REASON(e) != SSL_R_HTTP_REQUEST) return;
+  ERR_clear_error();  // never seen again by a later handshake on this thread
+  auto* tls = static_cast<TlsFiles*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
+  const int fd = SSL_get_fd(ssl);
+  if (tls == nullptr || fd < 0) return;
+  HttpResponse r = tls->error_builder(
+      400, "this server speaks HTTPS only: the request came in plain HTTP; use https://");
+  r.status = 400;
+  AnswerInPlainHttp(fd, r);
+}
+
+// The server context: the certificate chain and key from their files, TLS 1.2 at least.
+bool SetUpTls(SSL_CTX& ctx, TlsFiles* tls) {
+  const TlsFiles& o = *tls;
+  SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+  SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+  ERR_clear_error();
+  if (SSL_CTX_use_certificate_chain_file(&ctx, o.cert_file.c_str()) != 1) {
+    tls->error = "cannot load the TLS certificate " + o.cert_file + ": " + OpenSslError();
+    return false;
+  }
+  if (SSL_CTX_use_PrivateKey_file(&ctx, o.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    tls->error = "cannot load the TLS private key " + o.key_file + ": " + OpenSslError();
+    return false;
+  }
+  if (SSL_CTX_check_private_key(&ctx) != 1) {
+    tls->error = "the TLS private key " + o.key_file + " does not match the certificate " +
+                      o.cert_file + ": " + OpenSslError();
+    return false;
+  }
+  SSL_CTX_set_app_data(&ctx, tls);
+  SSL_CTX_set_info_callback(&ctx, OnTlsInfo);
+  return true;
+}
+
+template <class Base, class Impl, class... A>
+void MakeListener(Impl* impl, A&&... args) {
+  auto listener = std::make_unique<Listener<Base>>(std::forward<A>(args)...);
+  Listener<Base>* raw = listener.get();
+  impl->raise_backlog = [raw](int backlog) { raw->RaiseBacklog(backlog); };
+  impl->svr = std::move(listener);
+}
+
+}  // namespace
+
 struct HttpServer::Impl {
   HttpServerOptions options;
   HttpErrorBuilder error_builder;
-  Listener svr;
+  std::unique_ptr<httplib::Server> svr;  // plain or TLS
+  std::function<void(int)> raise_backlog;
+  TlsFiles tls;
   std::thread thread;
   std::mutex mu;
   bool started = false;  // guarded by mu
@@ -122,6 +235,7 @@ struct HttpServer::Impl {
   }
 };
 
+
 HttpServer::HttpServer(HttpServerOptions options, std::vector<HttpRoute> routes,
                        HttpErrorBuilder error_builder)
     : impl_(std::make_unique<Impl>()) {
@@ -129,7 +243,31 @@ HttpServer::HttpServer(HttpServerOptions options, std::vector<HttpRoute> routes,
   impl->options = std::move(options);
   impl->error_builder = std::move(error_builder);
   const HttpServerOptions& o = impl->options;
-  httplib::Server& svr = impl->svr;
+  if (!o.tls_cert_file.empty() || !o.tls_key_file.empty()) {
+    impl->tls = {o.tls_cert_file, o.tls_key_file, impl->error_builder, ""};
+    if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+      impl->tls.error = "TLS needs both a certificate file and a key file";
+      MakeListener<httplib::Server>(impl);
+    } else {
+      TlsFiles* tls = &impl->tls;
+      MakeListener<httplib::SSLServer>(impl, [tls](SSL_CTX& ctx) { return SetUpTls(ctx, tls); });
+    }
+  } else {
+    MakeListener<httplib::Server>(impl);
+  }
+  httplib::Server& svr = *impl->svr;
+  if (o.intercept)
+    svr.set_pre_routing_handler([impl](const httplib::Request& req, httplib::Response& res) {
+      std::optional<HttpResponse> r = impl->options.intercept(RequestLine(req));
+      if (!r) return httplib::Server::HandlerResponse::Unhandled;
+      Apply(std::move(*r), &res);
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  if (o.response_headers)
+    svr.set_post_routing_handler([impl](const httplib::Request& req, httplib::Response& res) {
+      for (const auto& [k, v] : impl->options.response_headers(RequestLine(req)))
+        res.set_header(k, v);
+    });
   const size_t threads = static_cast<size_t>(std::max(1, o.threads));
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr.set_payload_max_length(o.max_body_bytes);
@@ -242,17 +380,19 @@ Status HttpServer::Start() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (impl_->started) return Status::InvalidArgument("the HTTP server was already started");
   const HttpServerOptions& o = impl_->options;
+  if (!impl_->tls.error.empty()) return Status::InvalidArgument(impl_->tls.error);
+  if (!impl_->svr->is_valid()) return Status::InvalidArgument("the HTTP server could not be set up");
   int port = -1;
   try {
     if (o.port == 0)
-      port = impl_->svr.bind_to_any_port(o.host);
-    else if (impl_->svr.bind_to_port(o.host, o.port))
+      port = impl_->svr->bind_to_any_port(o.host);
+    else if (impl_->svr->bind_to_port(o.host, o.port))
       port = o.port;
   } catch (const std::exception& e) {
     return Status::Unavailable(
         base::StrFormat("cannot listen on %s:%d: %s", o.host.c_str(), o.port, e.what()));
   }
-  if (port > 0) impl_->svr.RaiseBacklog(kListenBacklog);
+  if (port > 0) impl_->raise_backlog(kListenBacklog);
   if (port <= 0)
     return Status::Unavailable(base::StrFormat(
         "cannot listen on %s:%d (address in use or not local)", o.host.c_str(), o.port));
@@ -261,25 +401,27 @@ Status HttpServer::Start() {
   Impl* impl = impl_.get();
   impl_->thread = std::thread([impl] {
     try {
-      impl->svr.listen_after_bind();
+      impl->svr->listen_after_bind();
     } catch (...) {
     }
     impl->listen_returned = true;
   });
   // stop() is a no-op until the accept loop runs, so Start returns only once it does.
-  for (int i = 0; i < 10000 && !impl_->svr.is_running() && !impl_->listen_returned; ++i)
+  for (int i = 0; i < 10000 && !impl_->svr->is_running() && !impl_->listen_returned; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (!impl_->svr.is_running()) return Status::Unavailable("the HTTP accept loop did not start");
+  if (!impl_->svr->is_running()) return Status::Unavailable("the HTTP accept loop did not start");
   return Status::Ok();
 }
 
 int HttpServer::port() const { return impl_->port; }
 
+bool HttpServer::tls() const { return !impl_->options.tls_cert_file.empty(); }
+
 void HttpServer::Stop() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->started || impl_->stopped) return;
   impl_->stopped = true;
-  impl_->svr.stop();
+  impl_->svr->stop();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -85,6 +86,14 @@ struct HttpServerOptions {
   int write_timeout_s = 30;  // per write of a response (a client that stops reading)
   int keep_alive_timeout_s = 5;
   int keep_alive_max_count = 100;
+  // HTTPS when both are set: a PEM certificate (chain) file and its private key file. A plain
+  // HTTP request to the TLS port is answered 400 in plain HTTP, saying to use https://.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Runs before routing: a response it returns is sent instead (CORS preflights).
+  std::function<std::optional<HttpResponse>(const HttpRequest&)> intercept;
+  // Headers added to every response, transport errors included (CORS).
+  std::function<HttpHeaders(const HttpRequest&)> response_headers;
 };
 
 class HttpServer {
@@ -95,11 +104,13 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds the listening socket (kUnavailable when the address is taken or invalid), then serves
-  // on background threads. Returns once requests can be accepted.
+  // Binds the listening socket (kUnavailable when the address is taken or invalid; kInvalidArgument
+  // naming the file when the TLS certificate or key cannot be loaded), then serves on background
+  // threads. Returns once requests can be accepted.
   Status Start();
   // The bound port (after Start).
   int port() const;
+  bool tls() const;
   // Stops accepting and joins every worker (running handlers finish first). Idempotent.
   void Stop();
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -134,6 +135,20 @@ class Fields {
     if (v == nullptr) return Status::Ok();
     if (!v->is_string()) return WrongType(key, "a string", *v);
     *out = v->get<std::string>();
+    return Status::Ok();
+  }
+
+  // For APIs that refuse what they do not implement rather than ignore it: the first field
+  // outside `known` (a null counts as absent) is an error naming it, `what` saying what is taken.
+  Status OnlyKnown(std::initializer_list<std::string_view> known, const char* what) const {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      if (it->is_null()) continue;
+      bool found = false;
+      for (std::string_view k : known) found = found || it.key() == k;
+      if (!found)
+        return Fail(it.key().c_str(), StrFormat("'%s%s' is not supported (%s)", prefix_.c_str(),
+                                                it.key().c_str(), what));
+    }
     return Status::Ok();
   }
 

@@ -66,10 +66,7 @@ std::string PrometheusNumber(double v) {
   return buf;
 }
 
-namespace {
-
-// Label values escape backslash, double quote and newline.
-std::string EscapeLabel(const std::string& s) {
+std::string EscapeLabelValue(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '\\')
@@ -84,10 +81,21 @@ std::string EscapeLabel(const std::string& s) {
   return out;
 }
 
+namespace {
+
+// `{a="x",b="y"}` from a sample's own label (empty: none) and the metric's constant labels.
+std::string LabelSet(const std::string& own, const std::string& constant) {
+  if (own.empty() && constant.empty()) return "";
+  if (own.empty()) return "{" + constant + "}";
+  if (constant.empty()) return "{" + own + "}";
+  return "{" + own + "," + constant + "}";
+}
+
 }  // namespace
 
 struct MetricsRegistry::Entry {
   std::string name, help, type;
+  std::string labels;  // constant labels, rendered: a="x",b="y"
   std::unique_ptr<Counter> counter;
   std::unique_ptr<Gauge> gauge;
   std::unique_ptr<LabeledCounter> labeled;
@@ -97,51 +105,46 @@ struct MetricsRegistry::Entry {
 MetricsRegistry::MetricsRegistry() = default;
 MetricsRegistry::~MetricsRegistry() = default;
 
-Counter* MetricsRegistry::AddCounter(const std::string& name, const std::string& help) {
+MetricsRegistry::Entry* MetricsRegistry::Push(const std::string& name, const std::string& help,
+                                              const char* type, const MetricLabels& labels) {
   auto e = std::make_unique<Entry>();
   e->name = name;
   e->help = help;
-  e->type = "counter";
-  e->counter = std::make_unique<Counter>();
-  Counter* out = e->counter.get();
+  e->type = type;
+  for (const auto& [k, v] : labels)
+    e->labels += (e->labels.empty() ? "" : ",") + k + "=\"" + EscapeLabelValue(v) + "\"";
   entries_.push_back(std::move(e));
-  return out;
+  return entries_.back().get();
+}
+
+Counter* MetricsRegistry::AddCounter(const std::string& name, const std::string& help,
+                                     const MetricLabels& labels) {
+  Entry* e = Push(name, help, "counter", labels);
+  e->counter = std::make_unique<Counter>();
+  return e->counter.get();
 }
 
 Gauge* MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
-                                 bool is_counter) {
-  auto e = std::make_unique<Entry>();
-  e->name = name;
-  e->help = help;
-  e->type = is_counter ? "counter" : "gauge";
+                                 bool is_counter, const MetricLabels& labels) {
+  Entry* e = Push(name, help, is_counter ? "counter" : "gauge", labels);
   e->gauge = std::make_unique<Gauge>();
-  Gauge* out = e->gauge.get();
-  entries_.push_back(std::move(e));
-  return out;
+  return e->gauge.get();
 }
 
 LabeledCounter* MetricsRegistry::AddLabeledCounter(const std::string& name, const std::string& help,
-                                                   const std::string& label) {
-  auto e = std::make_unique<Entry>();
-  e->name = name;
-  e->help = help;
-  e->type = "counter";
+                                                   const std::string& label,
+                                                   const MetricLabels& labels) {
+  Entry* e = Push(name, help, "counter", labels);
   e->labeled = std::make_unique<LabeledCounter>(label);
-  LabeledCounter* out = e->labeled.get();
-  entries_.push_back(std::move(e));
-  return out;
+  return e->labeled.get();
 }
 
 Histogram* MetricsRegistry::AddHistogram(const std::string& name, const std::string& help,
-                                         std::vector<double> upper_bounds) {
-  auto e = std::make_unique<Entry>();
-  e->name = name;
-  e->help = help;
-  e->type = "histogram";
+                                         std::vector<double> upper_bounds,
+                                         const MetricLabels& labels) {
+  Entry* e = Push(name, help, "histogram", labels);
   e->histogram = std::make_unique<Histogram>(std::move(upper_bounds));
-  Histogram* out = e->histogram.get();
-  entries_.push_back(std::move(e));
-  return out;
+  return e->histogram.get();
 }
 
 std::string MetricsRegistry::Render() const {
@@ -149,23 +152,27 @@ std::string MetricsRegistry::Render() const {
   for (const auto& e : entries_) {
     out += "# HELP " + e->name + " " + e->help + "\n";
     out += "# TYPE " + e->name + " " + e->type + "\n";
+    const std::string plain = LabelSet("", e->labels);
     if (e->counter) {
-      out += e->name + " " + PrometheusNumber(e->counter->value()) + "\n";
+      out += e->name + plain + " " + PrometheusNumber(e->counter->value()) + "\n";
     } else if (e->gauge) {
-      out += e->name + " " + PrometheusNumber(e->gauge->value()) + "\n";
+      out += e->name + plain + " " + PrometheusNumber(e->gauge->value()) + "\n";
     } else if (e->labeled) {
       for (const auto& [label_value, v] : e->labeled->Snapshot())
-        out += e->name + "{" + e->labeled->label() + "=\"" + EscapeLabel(label_value) + "\"} " +
-               PrometheusNumber(v) + "\n";
+        out += e->name +
+               LabelSet(e->labeled->label() + "=\"" + EscapeLabelValue(label_value) + "\"",
+                        e->labels) +
+               " " + PrometheusNumber(v) + "\n";
     } else if (e->histogram) {
       const Histogram::Snapshot s = e->histogram->Get();
       for (size_t i = 0; i < s.cumulative.size(); ++i) {
         const std::string le =
             i < s.upper_bounds.size() ? PrometheusNumber(s.upper_bounds[i]) : "+Inf";
-        out += e->name + "_bucket{le=\"" + le + "\"} " + std::to_string(s.cumulative[i]) + "\n";
+        out += e->name + "_bucket" + LabelSet("le=\"" + le + "\"", e->labels) + " " +
+               std::to_string(s.cumulative[i]) + "\n";
       }
-      out += e->name + "_sum " + PrometheusNumber(s.sum) + "\n";
-      out += e->name + "_count " + std::to_string(s.count) + "\n";
+      out += e->name + "_sum" + plain + " " + PrometheusNumber(s.sum) + "\n";
+      out += e->name + "_count" + plain + " " + std::to_string(s.count) + "\n";
     }
   }
   return out;

@@ -5,7 +5,9 @@
 //   Histogram* ttft = reg.AddHistogram("kvforge_time_to_first_token_seconds", "...", {0.01, 0.1,
 //   1}); ttft->Observe(0.042); std::string body = reg.Render();   // served at GET /metrics
 //
-// Metrics render in registration order. Names must be valid Prometheus names (not checked).
+// Metrics render in registration order. Names must be valid Prometheus names (not checked). Each
+// metric may carry constant labels (vLLM's model_name="..."), written on every sample after the
+// sample's own labels (code, finished_reason, le).
 // Thread-safety: every metric may be updated from any thread; Render may run concurrently with
 // updates (each metric is read consistently; the page as a whole is not a snapshot). Pointers
 // returned by Add* stay valid for the registry's lifetime.
@@ -17,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvforge::server {
@@ -78,6 +81,9 @@ class Histogram {
   uint64_t count_ = 0;            // guarded by mu_
 };
 
+// Constant labels of one metric: (name, value) pairs.
+using MetricLabels = std::vector<std::pair<std::string, std::string>>;
+
 class MetricsRegistry {
  public:
   MetricsRegistry();
@@ -85,21 +91,27 @@ class MetricsRegistry {
   MetricsRegistry(const MetricsRegistry&) = delete;
   MetricsRegistry& operator=(const MetricsRegistry&) = delete;
 
-  Counter* AddCounter(const std::string& name, const std::string& help);
-  Gauge* AddGauge(const std::string& name, const std::string& help, bool is_counter = false);
+  Counter* AddCounter(const std::string& name, const std::string& help,
+                      const MetricLabels& labels = {});
+  Gauge* AddGauge(const std::string& name, const std::string& help, bool is_counter = false,
+                  const MetricLabels& labels = {});
   LabeledCounter* AddLabeledCounter(const std::string& name, const std::string& help,
-                                    const std::string& label);
+                                    const std::string& label, const MetricLabels& labels = {});
   Histogram* AddHistogram(const std::string& name, const std::string& help,
-                          std::vector<double> upper_bounds);
+                          std::vector<double> upper_bounds, const MetricLabels& labels = {});
 
   std::string Render() const;
 
  private:
   struct Entry;
+  Entry* Push(const std::string& name, const std::string& help, const char* type,
+              const MetricLabels& labels);
   std::vector<std::unique_ptr<Entry>> entries_;  // fixed after setup
 };
 
 // Formats a sample value the way Prometheus clients do: integers without a fraction, +Inf/NaN.
 std::string PrometheusNumber(double v);
+// A label value as the text format writes it: backslash, double quote and newline escaped.
+std::string EscapeLabelValue(const std::string& s);
 
 }  // namespace kvforge::server

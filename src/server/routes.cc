@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "server/anthropic_codec.h"
 #include "server/openai_codec.h"
 
 namespace kvforge::server {
@@ -56,6 +57,12 @@ HttpResponse ErrorResponse(const ApiError& error) {
   return r;
 }
 
+HttpResponse AnthropicErrorResponse(const ApiError& error) {
+  HttpResponse r = ErrorResponse(error);
+  r.body = EncodeAnthropicError(error);
+  return r;
+}
+
 HttpResponse JsonResponse(std::string body, int status) {
   HttpResponse r;
   r.status = status;
@@ -63,11 +70,10 @@ HttpResponse JsonResponse(std::string body, int status) {
   return r;
 }
 
-bool HasBearerKey(const HttpRequest& request, const std::string& key) {
-  const std::string auth = request.Header("Authorization");
-  static constexpr std::string_view kBearer = "Bearer ";
-  if (auth.size() < kBearer.size() || auth.compare(0, kBearer.size(), kBearer) != 0) return false;
-  const std::string_view given = std::string_view(auth).substr(kBearer.size());
+namespace {
+
+// Constant time per byte of the key, so the comparison does not tell how much of a guess is right.
+bool SameKey(std::string_view given, const std::string& key) {
   unsigned diff = given.size() == key.size() ? 0u : 1u;
   for (size_t i = 0; i < key.size(); ++i)
     diff |= static_cast<unsigned char>(key[i]) ^
@@ -75,25 +81,55 @@ bool HasBearerKey(const HttpRequest& request, const std::string& key) {
   return diff == 0;
 }
 
+}  // namespace
+
+bool HasBearerKey(const HttpRequest& request, const std::string& key) {
+  const std::string auth = request.Header("Authorization");
+  static constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() < kBearer.size() || auth.compare(0, kBearer.size(), kBearer) != 0) return false;
+  return SameKey(std::string_view(auth).substr(kBearer.size()), key);
+}
+
+bool HasAnthropicKey(const HttpRequest& request, const std::string& key) {
+  const std::string given = request.Header("x-api-key");
+  return given.empty() ? HasBearerKey(request, key) : SameKey(given, key);
+}
+
 namespace {
 
+// Which API's conventions a route follows for its key and its errors.
+enum class ApiShape { kOpenAi, kAnthropic };
+
+bool HasKey(ApiShape shape, const HttpRequest& req, const std::string& key) {
+  return shape == ApiShape::kAnthropic ? HasAnthropicKey(req, key) : HasBearerKey(req, key);
+}
+
+HttpResponse Unauthorized(ApiShape shape) {
+  ApiError e;
+  e.http_status = 401;
+  e.code = "invalid_api_key";
+  HttpResponse r;
+  if (shape == ApiShape::kAnthropic) {
+    e.message = "missing or incorrect API key: send the header 'x-api-key: <key>'";
+    r = AnthropicErrorResponse(e);
+  } else {
+    e.message = "missing or incorrect API key: send the header 'Authorization: Bearer <key>'";
+    r = ErrorResponse(e);
+  }
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
 HttpHandler Wrap(HttpHandler handler, bool needs_key, const std::string& api_key,
-                 const StatusObserver& observer) {
-  return [handler = std::move(handler), needs_key, api_key, observer](const HttpRequest& req) {
-    HttpResponse r;
-    if (needs_key && !api_key.empty() && !HasBearerKey(req, api_key)) {
-      ApiError e;
-      e.http_status = 401;
-      e.message = "missing or incorrect API key: send the header 'Authorization: Bearer <key>'";
-      e.code = "invalid_api_key";
-      r = ErrorResponse(e);
-      r.headers.emplace_back("WWW-Authenticate", "Bearer");
-    } else {
-      r = handler(req);
-    }
-    if (observer) observer(r.status);
-    return r;
-  };
+                 const StatusObserver& observer, ApiShape shape = ApiShape::kOpenAi) {
+  return
+      [handler = std::move(handler), needs_key, api_key, observer, shape](const HttpRequest& req) {
+        HttpResponse r = needs_key && !api_key.empty() && !HasKey(shape, req, api_key)
+                             ? Unauthorized(shape)
+                             : handler(req);
+        if (observer) observer(r.status);
+        return r;
+      };
 }
 
 }  // namespace
@@ -117,6 +153,15 @@ std::vector<HttpRoute> BuildRoutes(const Endpoints& endpoints, const std::string
         {"GET", "/v1/kvforge/history", Wrap(endpoints.kv_history, true, api_key, observer)});
   if (endpoints.webui)
     routes.push_back({"GET", "/", Wrap(endpoints.webui, false, api_key, observer)});
+  if (endpoints.messages)
+    routes.push_back({"POST", "/v1/messages",
+                      Wrap(endpoints.messages, true, api_key, observer, ApiShape::kAnthropic)});
+  if (endpoints.messages_count_tokens)
+    routes.push_back(
+        {"POST", "/v1/messages/count_tokens",
+         Wrap(endpoints.messages_count_tokens, true, api_key, observer, ApiShape::kAnthropic)});
+  if (endpoints.responses)
+    routes.push_back({"POST", "/v1/responses", Wrap(endpoints.responses, true, api_key, observer)});
   return routes;
 }
 

@@ -1,7 +1,8 @@
 // server/routes.h — the endpoint table, API-key checks, and the one Status -> HTTP mapping.
 //
 // BuildRoutes wraps each endpoint handler with the API-key check (when a key is configured,
-// every endpoint except GET /health and GET /metrics needs "Authorization: Bearer KEY") and
+// every endpoint except GET /health and GET /metrics needs "Authorization: Bearer KEY", which
+// the Anthropic endpoints also take as "x-api-key: KEY") and
 // reports every response status to an observer (the kvforge_http_requests_total counter).
 // ErrorFromStatus is the single place where a kvforge Status becomes an HTTP status and an
 // OpenAI error type; errors the transport raises itself go through MakeErrorBuilder.
@@ -24,10 +25,15 @@ ApiError ErrorFromStatus(const Status& status, const std::string& param = "");
 
 // The response carrying an error as {"error": {...}}.
 HttpResponse ErrorResponse(const ApiError& error);
+// The same error in Anthropic's shape ({"type": "error", "error": {"type", "message"}}), for
+// /v1/messages and /v1/messages/count_tokens.
+HttpResponse AnthropicErrorResponse(const ApiError& error);
 HttpResponse JsonResponse(std::string body, int status = 200);
 
 // Checks "Authorization: Bearer <key>" in constant time (per byte of the key).
 bool HasBearerKey(const HttpRequest& request, const std::string& key);
+// Anthropic's clients send "x-api-key: <key>" instead: either header passes (constant time too).
+bool HasAnthropicKey(const HttpRequest& request, const std::string& key);
 
 struct Endpoints {
   HttpHandler completions;       // POST /v1/completions
@@ -41,6 +47,11 @@ struct Endpoints {
   HttpHandler kv_history;        // GET /v1/kvforge/history (the inspector's charts)
   HttpHandler webui;             // GET / (the page; never needs the key: it asks for it); unset:
                                  // no page (--no-webui), GET / is a 404
+  // The other API shapes (unset: not served). The Anthropic ones take x-api-key or the bearer
+  // key, and answer in Anthropic's error shape.
+  HttpHandler messages;               // POST /v1/messages
+  HttpHandler messages_count_tokens;  // POST /v1/messages/count_tokens
+  HttpHandler responses;              // POST /v1/responses
 };
 
 using StatusObserver = std::function<void(int http_status)>;

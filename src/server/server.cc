@@ -20,16 +20,20 @@
 #include "chat/json.h"
 #include "chat/template_roles.h"
 #include "chat/tool_calls.h"
+#include "kvforge/config_names.h"
+#include "server/anthropic_api.h"
 #include "server/api_types.h"
 #include "server/call.h"
+#include "server/chat_pipeline.h"
 #include "server/chat_reply.h"
+#include "server/cors.h"
 #include "server/http_transport.h"
 #include "server/inspector.h"
-#include "server/metrics.h"
 #include "server/openai_codec.h"
+#include "server/responses_api.h"
 #include "server/routes.h"
+#include "server/server_metrics.h"
 #include "server/sse.h"
-#include "server/tier_metrics.h"
 
 namespace kvforge::server {
 
@@ -43,11 +47,6 @@ bool AnyAborted(const RequestOutput& o) {
   for (const auto& c : o.outputs)
     if (c.finish_reason == "abort") return true;
   return o.outputs.empty();
-}
-
-std::vector<double> LatencyBuckets() {
-  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,   0.25, 0.5,
-          0.75,   1.0,   2.5,    5.0,   7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
 }
 
 }  // namespace
@@ -66,29 +65,7 @@ struct Server::State {
   std::string bos, eos;
   CodecLimits limits;
 
-  MetricsRegistry reg;
-  Gauge* running = nullptr;
-  Gauge* waiting = nullptr;
-  Gauge* swapped = nullptr;
-  Gauge* kv_usage = nullptr;
-  Gauge* preemptions = nullptr;
-  Gauge* itl_limited_steps = nullptr;
-  Gauge* prefix_queries = nullptr;  // cumulative engine counts, exported as counters
-  Gauge* prefix_hits = nullptr;
-  Gauge* prefix_evictions = nullptr;
-  Gauge* prefix_blocks = nullptr;
-  Gauge* spec_drafts = nullptr;  // speculative decoding, cumulative
-  Gauge* spec_draft_tokens = nullptr;
-  Gauge* spec_accepted_tokens = nullptr;
-  Counter* prompt_tokens = nullptr;
-  Counter* generation_tokens = nullptr;
-  Counter* aborted = nullptr;
-  Counter* rejected = nullptr;
-  LabeledCounter* http_requests = nullptr;
-  Histogram* ttft = nullptr;
-  Histogram* itl = nullptr;
-  Histogram* e2e = nullptr;
-  Histogram* queue_time = nullptr;
+  std::unique_ptr<ServerMetrics> metrics;  // kvforge_* and vllm:* series
 
   std::mutex mu;
   std::condition_variable drained;
@@ -127,12 +104,15 @@ struct Server::State {
     return ErrorResponse(e);
   }
 
+  Status ModelStatus(const std::string& model) const {
+    if (model.empty() || model == model_id) return Status::Ok();
+    return Status::NotFound(StrFormat("The model `%s` does not exist; this server serves `%s`.",
+                                      model.c_str(), model_id.c_str()));
+  }
+
   std::optional<HttpResponse> CheckModel(const std::string& model) const {
-    if (model.empty() || model == model_id) return std::nullopt;
-    return Error(
-        Status::NotFound(StrFormat("The model `%s` does not exist; this server serves `%s`.",
-                                   model.c_str(), model_id.c_str())),
-        "model", "model_not_found");
+    if (Status s = ModelStatus(model); !s.ok()) return Error(s, "model", "model_not_found");
+    return std::nullopt;
   }
 
   Status CheckTokens(const std::vector<int32_t>& ids) const {
@@ -166,7 +146,7 @@ struct Server::State {
     std::lock_guard<std::mutex> lock(mu);
     if (shutting_down) return Status::Unavailable("the server is shutting down");
     if (in_flight_seqs + seqs > seq_limit) {
-      rejected->Inc();
+      metrics->OnRejected();
       return Status::ResourceExhausted(
           StrFormat("the server is at capacity (%lld of %lld sequences in flight); "
                     "retry later",
@@ -192,25 +172,15 @@ struct Server::State {
   }
 
   // Engine thread: metrics, then hand the output to the HTTP side, then release admission.
-  void OnOutput(Call& call, size_t prompt, int32_t n, const RequestOutput& o) {
+  void OnOutput(Call& call, size_t prompt, const RequestShape& shape, const RequestOutput& o) {
     int64_t generated = 0;
     for (const auto& d : o.delta_token_ids) generated += static_cast<int64_t>(d.size());
-    if (generated > 0) generation_tokens->Inc(static_cast<double>(generated));
+    if (generated > 0) metrics->OnGenerated(generated);
     if ((generated > 0 || o.finished) && call.FirstCount(prompt))
-      prompt_tokens->Inc(static_cast<double>(o.metrics.prompt_tokens));
-    if (o.finished) {
-      if (AnyAborted(o)) {
-        aborted->Inc();
-      } else {
-        const RequestMetrics& m = o.metrics;
-        ttft->Observe(m.ttft_ms / 1000.0);
-        e2e->Observe(m.e2e_ms / 1000.0);
-        queue_time->Observe(m.queue_ms / 1000.0);
-        for (double v : m.itl_ms) itl->Observe(v / 1000.0);
-      }
-    }
+      metrics->OnPromptScheduled(o.metrics.prompt_tokens);
+    if (o.finished) metrics->OnFinished(o, shape);
     call.Push(prompt, o);
-    if (o.finished) Release(n);
+    if (o.finished) Release(shape.n);
   }
 
   std::vector<TokenLogprob> Logprobs(const CompletionOutput& c, int32_t k) const {
@@ -239,45 +209,60 @@ struct Server::State {
     std::function<bool()> client_gone;    // the HTTP request's (may be null)
   };
 
-  HttpResponse Generate(Plan plan) {
+  // Refuses a plan: *err says why, for each API to write in its own shape.
+  static std::shared_ptr<Call> Refuse(PipelineError* err, Status s, std::string param = "",
+                                      std::string code = "") {
+    *err = {std::move(s), std::move(param), std::move(code)};
+    return nullptr;
+  }
+
+  // The checks, admission and submission of a plan's prompts; *out becomes the parameters the
+  // engine runs them with. Null on failure (*err).
+  std::shared_ptr<Call> SubmitPlan(const Plan& plan, SamplingParams* out, PipelineError* err) {
     const char* prompt_param = plan.kind == Kind::kChat ? "messages" : "prompt";
-    SamplingParams params = plan.gen.params;
+    SamplingParams& params = *out;
+    params = plan.gen.params;
     params.cache_salt = plan.gen.cache_salt;
     int64_t longest = 0;
     for (const auto& p : plan.prompts) {
-      if (p.empty()) return Error(Status::InvalidArgument("the prompt is empty"), prompt_param);
+      if (p.empty())
+        return Refuse(err, Status::InvalidArgument("the prompt is empty"), prompt_param);
       longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
     }
     if (longest >= max_model_len)
-      return Error(Status::InvalidArgument(
-                       StrFormat("This model's maximum context length is %lld tokens, but the "
-                                 "prompt has %lld tokens (leaving no room to generate).",
-                                 (long long)max_model_len, (long long)longest)),
-                   prompt_param, "context_length_exceeded");
+      return Refuse(err,
+                    Status::InvalidArgument(
+                        StrFormat("This model's maximum context length is %lld tokens, but the "
+                                  "prompt has %lld tokens (leaving no room to generate).",
+                                  (long long)max_model_len, (long long)longest)),
+                    prompt_param, "context_length_exceeded");
     const int64_t room = max_model_len - longest;
     if (!plan.gen.max_tokens_given) {
       params.max_tokens =
           static_cast<int32_t>(plan.kind == Kind::kChat ? room : std::min<int64_t>(16, room));
     } else if (params.max_tokens > room) {
-      return Error(Status::InvalidArgument(
-                       StrFormat("This model's maximum context length is %lld tokens, but the "
-                                 "request needs %lld (prompt %lld + max_tokens %d).",
-                                 (long long)max_model_len, (long long)longest + params.max_tokens,
-                                 (long long)longest, params.max_tokens)),
-                   "max_tokens", "context_length_exceeded");
+      return Refuse(err,
+                    Status::InvalidArgument(
+                        StrFormat("This model's maximum context length is %lld tokens, but the "
+                                  "request needs %lld (prompt %lld + max_tokens %d).",
+                                  (long long)max_model_len, (long long)longest + params.max_tokens,
+                                  (long long)longest, params.max_tokens)),
+                    "max_tokens", "context_length_exceeded");
     }
-    if (Status s = params.Validate(); !s.ok()) return Error(s);
+    if (Status s = params.Validate(); !s.ok()) return Refuse(err, s);
     const int64_t seqs = static_cast<int64_t>(plan.prompts.size()) * params.n;
     if (seqs > seq_limit)
-      return Error(Status::InvalidArgument(
-                       StrFormat("the request needs %lld sequences (prompts x n) but the server "
-                                 "runs at most %lld at once",
-                                 (long long)seqs, (long long)seq_limit)),
-                   "n");
+      return Refuse(err,
+                    Status::InvalidArgument(
+                        StrFormat("the request needs %lld sequences (prompts x n) but the server "
+                                  "runs at most %lld at once",
+                                  (long long)seqs, (long long)seq_limit)),
+                    "n");
     auto call = std::make_shared<Call>(plan.prompts.size());
-    if (Status s = Admit(seqs, call); !s.ok()) return Error(s);
+    if (Status s = Admit(seqs, call); !s.ok()) return Refuse(err, s);
     for (size_t i = 0; i < plan.prompts.size(); ++i) {
-      auto cb = [this, call, i, n = params.n](const RequestOutput& o) { OnOutput(*call, i, n, o); };
+      const RequestShape shape{params.n, params.max_tokens};
+      auto cb = [this, call, i, shape](const RequestOutput& o) { OnOutput(*call, i, shape, o); };
       auto id = engine->Submit(plan.prompts[i], params, std::move(cb), plan.gen.priority);
       if (!id.ok()) {
         call->AbortAll(engine);
@@ -285,10 +270,19 @@ struct Server::State {
         Status s = id.error();
         // A request that can never fit the KV cache is the request's fault, not a busy server.
         if (s.code() == StatusCode::kResourceExhausted) s = Status::InvalidArgument(s.message());
-        return Error(s, s.message().find("max_tokens") != std::string::npos ? "max_tokens" : "");
+        return Refuse(err, s,
+                      s.message().find("max_tokens") != std::string::npos ? "max_tokens" : "");
       }
       call->SetId(i, *id, engine);
     }
+    return call;
+  }
+
+  HttpResponse Generate(Plan plan) {
+    SamplingParams params;
+    PipelineError err;
+    std::shared_ptr<Call> call = SubmitPlan(plan, &params, &err);
+    if (!call) return Error(err.status, err.param, err.code);
     auto guard = std::make_shared<AbortOnRelease>();
     guard->call = call;
     guard->engine = engine;
@@ -521,23 +515,9 @@ struct Server::State {
   }
 
   HttpResponse Metrics(const HttpRequest&) {
-    const EngineStats s = engine->Stats();
-    running->Set(static_cast<double>(s.num_running));
-    waiting->Set(static_cast<double>(s.num_waiting));
-    swapped->Set(static_cast<double>(s.num_swapped));
-    kv_usage->Set(s.kv_usage);
-    preemptions->Set(static_cast<double>(s.num_preemptions));
-    itl_limited_steps->Set(static_cast<double>(s.itl_limited_steps));
-    prefix_queries->Set(static_cast<double>(s.prefix_cache_query_tokens));
-    prefix_hits->Set(static_cast<double>(s.prefix_cache_hit_tokens));
-    prefix_evictions->Set(static_cast<double>(s.prefix_cache_evicted_blocks));
-    prefix_blocks->Set(static_cast<double>(s.prefix_cache_blocks));
-    spec_drafts->Set(static_cast<double>(s.spec_num_drafts));
-    spec_draft_tokens->Set(static_cast<double>(s.spec_draft_tokens));
-    spec_accepted_tokens->Set(static_cast<double>(s.spec_accepted_tokens));
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = reg.Render() + RenderTierMetrics(s);
+    r.body = metrics->Render(engine->Stats());
     return r;
   }
 
@@ -575,6 +555,50 @@ struct Server::State {
     if (Status s = CheckTokens(dr.tokens); !s.ok()) return Error(s, "tokens");
     return JsonResponse(EncodeDetokenize(engine->Detokenize(dr.tokens)));
   }
+
+  // --- the other API shapes (Anthropic's Messages, OpenAI's Responses) ------------------------
+
+  // The chat pipeline of ChatCompletions, as chat_pipeline.h offers it to them.
+  class Pipeline final : public ChatPipeline {
+   public:
+    explicit Pipeline(State* st) : st_(st) {}
+    const std::string& model_id() const override { return st_->model_id; }
+    const CodecLimits& limits() const override { return st_->limits; }
+    Status CheckModel(const std::string& model) const override { return st_->ModelStatus(model); }
+    Result<std::string> Render(const ChatInput& in) const override { return st_->RenderChat(in); }
+    Result<std::vector<int32_t>> Tokenize(const std::string& rendered) const override {
+      return st_->engine->Tokenize(rendered, st_->NeedsBos(rendered), /*parse_special=*/true);
+    }
+    Status PlanReply(const ToolRequest& tools, const std::string& prompt, SamplingParams* params,
+                     std::optional<ReplyPlan>* plan, std::string* param) const override {
+      return PlanChatReply(tools, st_->tool_format, !st_->opts.reasoning_parser.empty(), prompt,
+                           params, plan, param);
+    }
+    std::shared_ptr<AbortOnRelease> Submit(const GenerationFields& gen, std::vector<int32_t> prompt,
+                                           PipelineError* err) override {
+      Plan plan;
+      plan.kind = Kind::kChat;
+      plan.gen = gen;
+      plan.prompts.push_back(std::move(prompt));
+      SamplingParams params;
+      std::shared_ptr<Call> call = st_->SubmitPlan(plan, &params, err);
+      if (!call) return nullptr;
+      auto guard = std::make_shared<AbortOnRelease>();
+      guard->call = std::move(call);
+      guard->engine = st_->engine;
+      return guard;
+    }
+    std::string NewId(const char* prefix) override { return st_->NewId(prefix); }
+    std::function<std::string()> ToolCallIds(bool mistral) override {
+      return st_->ToolCallIds(mistral);
+    }
+    bool ShuttingDown() const override { return st_->ShuttingDown(); }
+    int keepalive_ms() const override { return st_->opts.stream_keepalive_ms; }
+
+   private:
+    State* st_;
+  };
+  Pipeline pipeline{this};
 };
 
 Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -626,54 +650,18 @@ Result<std::unique_ptr<Server>> Server::Create(AsyncEngine* engine, const Server
   if (source.find("tool_calls") == std::string::npos)
     st->limits.tool_calls_as_text = st->tool_format;
 
-  MetricsRegistry& r = st->reg;
-  st->running = r.AddGauge("kvforge_requests_running", "Sequences in the running batch.");
-  st->waiting = r.AddGauge("kvforge_requests_waiting", "Requests waiting to be scheduled.");
-  st->swapped = r.AddGauge("kvforge_requests_swapped", "Sequences swapped out to host memory.");
-  st->kv_usage = r.AddGauge("kvforge_kv_cache_usage", "Fraction of KV cache blocks in use (0-1).");
-  st->prefix_queries = r.AddGauge("kvforge_prefix_cache_queries_total",
-                                  "Prompt tokens looked up in the prefix cache.", true);
-  st->prefix_hits = r.AddGauge("kvforge_prefix_cache_hits_total",
-                               "Prompt tokens found in the prefix cache.", true);
-  st->prefix_evictions =
-      r.AddGauge("kvforge_prefix_cache_evicted_blocks_total",
-                 "Cached KV blocks whose content was dropped to make room.", true);
-  st->prefix_blocks =
-      r.AddGauge("kvforge_prefix_cache_blocks", "KV blocks holding cached prefix content.");
-  st->spec_drafts = r.AddGauge("kvforge_spec_decode_num_drafts_total",
-                               "Speculative decoding: verify chunks run (one per sequence and "
-                               "step that drafted).",
-                               true);
-  st->spec_draft_tokens = r.AddGauge("kvforge_spec_decode_num_draft_tokens_total",
-                                     "Speculative decoding: drafted tokens verified.", true);
-  st->spec_accepted_tokens = r.AddGauge("kvforge_spec_decode_num_accepted_tokens_total",
-                                        "Speculative decoding: drafted tokens kept.", true);
-  st->preemptions =
-      r.AddGauge("kvforge_preemptions_total", "Sequences preempted by the scheduler.", true);
-  st->itl_limited_steps =
-      r.AddGauge("kvforge_itl_limited_steps_total",
-                 "Steps whose prefill decode-priority chunking (--max-itl-ms) cut.", true);
-  st->prompt_tokens =
-      r.AddCounter("kvforge_prompt_tokens_total", "Prompt tokens of requests that were scheduled.");
-  st->generation_tokens = r.AddCounter("kvforge_generation_tokens_total", "Tokens generated.");
-  st->aborted =
-      r.AddCounter("kvforge_requests_aborted_total",
-                   "Engine requests aborted (client disconnect, shutdown, engine rejection).");
-  st->rejected =
-      r.AddCounter("kvforge_requests_rejected_total", "Requests refused with 429 (queue full).");
-  st->http_requests =
-      r.AddLabeledCounter("kvforge_http_requests_total", "HTTP responses by status code.", "code");
-  st->ttft = r.AddHistogram("kvforge_time_to_first_token_seconds",
-                            "Arrival to first generated token.", LatencyBuckets());
-  st->itl = r.AddHistogram("kvforge_inter_token_latency_seconds",
-                           "Time between consecutive tokens of a sequence.", LatencyBuckets());
-  st->e2e = r.AddHistogram("kvforge_e2e_request_latency_seconds", "Arrival to the last token.",
-                           LatencyBuckets());
-  st->queue_time = r.AddHistogram("kvforge_request_queue_time_seconds",
-                                  "Arrival to first scheduled.", LatencyBuckets());
+  ServedModelInfo info;
+  info.model_name = st->model_id;
+  info.max_model_len = st->max_model_len;
+  const EngineStats stats = engine->Stats();
+  info.block_tokens = stats.kv_block_tokens;
+  info.num_blocks = stats.kv_total_blocks;
+  info.cache_dtype = ConfigName(engine->config().kv_cache_dtype);
+  st->metrics = std::make_unique<ServerMetrics>(info);
   InspectorOptions io;
   io.interval_ms = options.history_interval_ms;
-  st->inspector = std::make_unique<Inspector>(engine, st->ttft, st->itl, st->model_id, io);
+  st->inspector = std::make_unique<Inspector>(engine, st->metrics->ttft(), st->metrics->itl(),
+                                              st->model_id, io);
   return std::unique_ptr<Server>(new Server(std::move(st)));
 }
 
@@ -692,7 +680,11 @@ Status Server::Start() {
   ep.kv_snapshot = [insp](const HttpRequest& r) { return insp->KvSnapshot(r); };
   ep.kv_history = [insp](const HttpRequest& r) { return insp->History(r); };
   if (st->opts.webui) ep.webui = [insp](const HttpRequest& r) { return insp->Page(r); };
-  StatusObserver observe = [st](int code) { st->http_requests->Inc(std::to_string(code)); };
+  ChatPipeline* pipe = &st->pipeline;
+  ep.messages = [pipe](const HttpRequest& r) { return HandleMessages(*pipe, r); };
+  ep.messages_count_tokens = [pipe](const HttpRequest& r) { return HandleCountTokens(*pipe, r); };
+  ep.responses = [pipe](const HttpRequest& r) { return HandleResponses(*pipe, r); };
+  StatusObserver observe = [st](int code) { st->metrics->OnHttpStatus(code); };
   HttpServerOptions ho;
   ho.host = st->opts.host;
   ho.port = st->opts.port;
@@ -702,6 +694,24 @@ Status Server::Start() {
                    : static_cast<int>(std::clamp<int64_t>(st->seq_limit + 16, 16, 1024));
   ho.keep_alive_timeout_s = st->opts.keep_alive_timeout_s;
   ho.write_timeout_s = st->opts.write_timeout_s;
+  ho.tls_cert_file = st->opts.ssl_certfile;
+  ho.tls_key_file = st->opts.ssl_keyfile;
+  if (!st->opts.allowed_origins.empty()) {
+    CorsPolicy cors;
+    cors.origins = st->opts.allowed_origins;
+    if (!st->opts.allowed_methods.empty()) cors.methods = st->opts.allowed_methods;
+    if (!st->opts.allowed_headers.empty()) cors.headers = st->opts.allowed_headers;
+    cors.allow_credentials = st->opts.allow_credentials;
+    ho.intercept = [cors, observe](const HttpRequest& r) -> std::optional<HttpResponse> {
+      if (!IsPreflight(r)) return std::nullopt;
+      HttpResponse out = PreflightResponse(cors, r);
+      observe(out.status);
+      return out;
+    };
+    ho.response_headers = [cors](const HttpRequest& r) {
+      return CorsResponseHeaders(cors, r.Header("Origin"));
+    };
+  }
   st->http = std::make_unique<HttpServer>(ho, BuildRoutes(ep, st->opts.api_key, observe),
                                           MakeErrorBuilder(observe));
   Status s = st->http->Start();
@@ -717,8 +727,10 @@ int Server::port() const { return state_->http ? state_->http->port() : -1; }
 
 std::string Server::url() const {
   const std::string& host = state_->opts.host;
-  return host.find(':') != std::string::npos ? StrFormat("http://[%s]:%d", host.c_str(), port())
-                                             : StrFormat("http://%s:%d", host.c_str(), port());
+  const char* scheme = state_->opts.ssl_certfile.empty() ? "http" : "https";
+  return host.find(':') != std::string::npos
+             ? StrFormat("%s://[%s]:%d", scheme, host.c_str(), port())
+             : StrFormat("%s://%s:%d", scheme, host.c_str(), port());
 }
 
 const std::string& Server::model_id() const { return state_->model_id; }

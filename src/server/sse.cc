@@ -11,6 +11,16 @@ std::string SseEvent(std::string_view payload) {
   return out;
 }
 
+std::string SseNamedEvent(std::string_view name, std::string_view payload) {
+  std::string out;
+  out.reserve(name.size() + payload.size() + 16);
+  out += "event: ";
+  out += name;
+  out += "\n";
+  out += SseEvent(payload);
+  return out;
+}
+
 void SseParser::Feed(std::string_view bytes) {
   for (char c : bytes) {
     if (after_cr_) {
@@ -37,8 +47,14 @@ void SseParser::Finish() {
 
 void SseParser::Line(std::string_view line) {
   if (line.empty()) {
-    if (has_data_) on_data_(data_);
+    if (has_data_) {
+      if (on_event_)
+        on_event_(event_, data_);
+      else
+        on_data_(data_);
+    }
     data_.clear();
+    event_.clear();
     has_data_ = false;
     return;
   }
@@ -48,6 +64,10 @@ void SseParser::Line(std::string_view line) {
   std::string_view value =
       colon == std::string_view::npos ? std::string_view() : line.substr(colon + 1);
   if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  if (field == "event") {
+    event_ = value;
+    return;
+  }
   if (field != "data") return;
   if (has_data_) data_ += '\n';
   data_ += value;

@@ -67,6 +67,18 @@ TEST(StopCheckerTest, StopStringCutsTheTextAndMaxTokensEndsWithLengthAndFlushes)
   EXPECT_TRUE(out.finished);
   EXPECT_EQ(out.reason, FinishReason::kStop);
   EXPECT_EQ(text.find("upon"), std::string::npos) << text;
+  EXPECT_EQ(stop.matched_stop(), "upon");
+
+  // Two stop strings completing at once: the one that cuts the text first is the one reported.
+  p.stop = {"pon", "Once u"};
+  engine::StopChecker both(*tok, p);
+  out = {};
+  for (size_t i = 0; i < ids.size() && !out.finished; ++i)
+    out = both.Accept(ids[i], static_cast<int32_t>(i));
+  EXPECT_TRUE(out.finished);
+  EXPECT_EQ(both.matched_stop(), "Once u");
+  const std::string whole = tok->Decode(ids);
+  EXPECT_EQ(both.text(), whole.substr(0, whole.find("Once u")));
 
   p.stop = {"Once upon a time, there"};  // held back to the end, then flushed by "length"
   p.max_tokens = static_cast<int32_t>(ids.size());
@@ -78,6 +90,7 @@ TEST(StopCheckerTest, StopStringCutsTheTextAndMaxTokensEndsWithLengthAndFlushes)
     EXPECT_EQ(out.finished, i + 1 == ids.size());
   }
   EXPECT_EQ(out.reason, FinishReason::kLength);
+  EXPECT_EQ(held.matched_stop(), "");
   EXPECT_EQ(text, held.text());
   EXPECT_EQ(text, tok->Decode(ids));
 }
@@ -121,6 +134,29 @@ TEST(StopCheckerTest, BothEnginesStopAtTheSameTokenWithTheSameName) {
     EXPECT_EQ(c.token_ids, one->tokens) << max_tokens;
     EXPECT_EQ(c.text, one->text) << max_tokens;
   }
+}
+
+// The batched engine tells which stop string ended a sequence (the Anthropic API's stop_sequence);
+// an end by length, or by no stop string, reports none.
+TEST(StopCheckerTest, TheBatchedEngineReportsTheStopStringThatEnded) {
+  LLM llm(EngineConfig{});
+  ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 24;
+  auto free_run = llm.generate(std::vector<std::string>{"Once upon a time"}, p);
+  ASSERT_TRUE(free_run.ok());
+  const CompletionOutput& whole = (*free_run)[0].outputs.at(0);
+  EXPECT_EQ(whole.stop_string, "");
+  ASSERT_GE(whole.text.size(), 20u);
+  const std::string stop = whole.text.substr(10, 4);
+  p.stop = {"#never#", stop};
+  auto cut = llm.generate(std::vector<std::string>{"Once upon a time"}, p);
+  ASSERT_TRUE(cut.ok());
+  const CompletionOutput& c = (*cut)[0].outputs.at(0);
+  EXPECT_EQ(c.finish_reason, "stop");
+  EXPECT_EQ(c.stop_string, stop);
+  EXPECT_EQ(c.text, whole.text.substr(0, whole.text.find(stop)));
 }
 
 }  // namespace

@@ -101,9 +101,12 @@ TEST(BlockPoolTest, ReferenceCounting) {
   pool.AddRef(b);
   EXPECT_EQ(pool.RefCount(b), 3);
   EXPECT_TRUE(pool.IsShared(b));
+  EXPECT_EQ(pool.num_shared_blocks(), 1);
   pool.Release(b);
+  EXPECT_EQ(pool.num_shared_blocks(), 1);
   pool.Release(b);
   EXPECT_FALSE(pool.IsShared(b));
+  EXPECT_EQ(pool.num_shared_blocks(), 0);
   EXPECT_EQ(pool.State(b), BlockState::kInUse);
   EXPECT_EQ(pool.num_free_blocks(), 1);
   pool.Release(b);

@@ -69,6 +69,23 @@ TEST(MetricsTest, PrometheusTextFormat) {
   EXPECT_EQ(PrometheusNumber(0.1), "0.1");
 }
 
+TEST(MetricsTest, ConstantLabelsFollowSampleLabels) {
+  MetricsRegistry reg;
+  const MetricLabels model = {{"model_name", "m\"1"}};
+  reg.AddGauge("vllm:g", "G.", false, model)->Set(2);
+  reg.AddLabeledCounter("vllm:r_total", "R.", "finished_reason", model)->Inc("stop");
+  reg.AddHistogram("vllm:h_seconds", "H.", {1}, model)->Observe(0.5);
+  EXPECT_EQ(reg.Render(),
+            "# HELP vllm:g G.\n# TYPE vllm:g gauge\nvllm:g{model_name=\"m\\\"1\"} 2\n"
+            "# HELP vllm:r_total R.\n# TYPE vllm:r_total counter\n"
+            "vllm:r_total{finished_reason=\"stop\",model_name=\"m\\\"1\"} 1\n"
+            "# HELP vllm:h_seconds H.\n# TYPE vllm:h_seconds histogram\n"
+            "vllm:h_seconds_bucket{le=\"1\",model_name=\"m\\\"1\"} 1\n"
+            "vllm:h_seconds_bucket{le=\"+Inf\",model_name=\"m\\\"1\"} 1\n"
+            "vllm:h_seconds_sum{model_name=\"m\\\"1\"} 0.5\n"
+            "vllm:h_seconds_count{model_name=\"m\\\"1\"} 1\n");
+}
+
 TEST(CodecTest, CompletionRequestFields) {
   CompletionRequest r;
   std::string param;

@@ -437,6 +437,15 @@ TEST_F(ServerTest, MetricsExposition) {
             m["kvforge_time_to_first_token_seconds_count"]);
   EXPECT_GT(m["kvforge_inter_token_latency_seconds_count"], 0);
   EXPECT_GT(m["kvforge_e2e_request_latency_seconds_sum"], 0);
+  // vLLM's names for the same quantities, labelled with the served model's id.
+  const std::string l = "{model_name=\"stories260K\"}";
+  EXPECT_EQ(m["vllm:generation_tokens_total" + l], m["kvforge_generation_tokens_total"]);
+  EXPECT_EQ(m["vllm:prompt_tokens_total" + l], m["kvforge_prompt_tokens_total"]);
+  EXPECT_EQ(m["vllm:time_to_first_token_seconds_count" + l],
+            m["kvforge_time_to_first_token_seconds_count"]);
+  EXPECT_GT(m["vllm:request_success_total{finished_reason=\"length\",model_name=\"stories260K\"}"],
+            0);
+  EXPECT_NE(r.raw.find("# TYPE vllm:e2e_request_latency_seconds histogram\n"), std::string::npos);
 }
 
 }  // namespace

@@ -157,6 +157,33 @@ StreamReply PostStream(const std::string& url, const std::string& path, const js
   return out;
 }
 
+std::vector<json> EventStream::Named(const std::string& name) const {
+  std::vector<json> out;
+  for (const auto& [event, data] : events)
+    if (event == name) out.push_back(data);
+  return out;
+}
+
+EventStream PostEventStream(
+    const std::string& url, const std::string& path, const json& body, const HttpHeaders& headers,
+    const std::function<void(const std::string& event, const json& data)>& on_event) {
+  EventStream out;
+  SseParser parser =
+      SseParser::WithEventNames([&](const std::string& event, const std::string& data) {
+        json j = json::parse(data, nullptr, /*allow_exceptions=*/false);
+        if (j.is_discarded()) out.parse_error = true;
+        if (on_event) on_event(event, j);
+        out.events.emplace_back(event, std::move(j));
+      });
+  HttpClient client(url);
+  out.http = client.PostStream(path, body.dump(), headers, [&](std::string_view data) {
+    parser.Feed(data);
+    return true;
+  });
+  parser.Finish();
+  return out;
+}
+
 std::map<std::string, double> Metrics(const std::string& url) {
   std::map<std::string, double> m;
   Reply r = Get(url, "/metrics");

@@ -104,6 +104,20 @@ StreamReply PostStream(const std::string& url, const std::string& path, const js
                        const HttpHeaders& headers = {},
                        const std::function<bool(const json&)>& on_event = nullptr);
 
+// A stream of typed SSE events (Anthropic's Messages API, OpenAI's Responses API).
+struct EventStream {
+  HttpResult http;
+  std::vector<std::pair<std::string, json>> events;  // (event name, parsed data) in order
+  bool parse_error = false;                          // some data was not JSON
+  // The events named `name`, in order.
+  std::vector<json> Named(const std::string& name) const;
+};
+// `on_event` sees each event as it arrives.
+EventStream PostEventStream(
+    const std::string& url, const std::string& path, const json& body,
+    const HttpHeaders& headers = {},
+    const std::function<void(const std::string& event, const json& data)>& on_event = nullptr);
+
 // GET /metrics as "name{labels}" -> value.
 std::map<std::string, double> Metrics(const std::string& url);
 // Polls /metrics until kv usage is 0 and nothing runs or waits (at most `seconds`).

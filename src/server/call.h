@@ -16,6 +16,15 @@
 
 namespace kvforge::server {
 
+// Whether the engine aborted a request (client gone, shutdown, rejection): a final output with
+// no completions, or one whose completion ended "abort".
+inline bool AnyAborted(const RequestOutput& o) {
+  if (o.outputs.empty()) return true;
+  for (const auto& c : o.outputs)
+    if (c.finish_reason == "abort") return true;
+  return false;
+}
+
 class Call {
  public:
   struct Event {

@@ -8,10 +8,6 @@
 namespace kvforge::server {
 namespace {
 
-bool Aborted(const RequestOutput& o) {
-  return o.outputs.empty() || o.outputs[0].finish_reason == "abort";
-}
-
 Status AbortedStatus(const ChatPipeline& p) {
   return p.ShuttingDown() ? Status::Unavailable("the server is shutting down")
                           : Status::Internal("the engine aborted the request");
@@ -83,7 +79,7 @@ Result<ChatOutcome> CollectChat(ChatPipeline& p, const RunningChat& run) {
     }
   }
   const RequestOutput& o = finals.at(0);
-  if (Aborted(o)) return AbortedStatus(p);
+  if (AnyAborted(o)) return AbortedStatus(p);
   const CompletionOutput& c = o.outputs[0];
   ChatOutcome out;
   out.finish_reason = c.finish_reason;
@@ -117,7 +113,7 @@ void StreamChat(ChatPipeline& p, const RunningChat& run, ReplyListener& listener
       continue;
     }
     const RequestOutput& o = ev.out;
-    if (o.finished && Aborted(o)) {
+    if (o.finished && AnyAborted(o)) {
       listener.Failed(AbortedStatus(p));
       break;
     }

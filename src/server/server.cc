@@ -43,12 +43,6 @@ using base::StrFormat;
 
 enum class Kind { kCompletion, kChat };
 
-bool AnyAborted(const RequestOutput& o) {
-  for (const auto& c : o.outputs)
-    if (c.finish_reason == "abort") return true;
-  return o.outputs.empty();
-}
-
 }  // namespace
 
 struct Server::State {

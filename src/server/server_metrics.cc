@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "server/call.h"
 #include "server/tier_metrics.h"
 
 namespace kvforge::server {
@@ -24,13 +25,6 @@ std::vector<double> OneTwoFiveBuckets(int64_t max) {
       if (m * decade > static_cast<double>(std::max<int64_t>(max, 1))) return out;
       out.push_back(m * decade);
     }
-}
-
-bool WasAborted(const RequestOutput& o) {
-  if (o.outputs.empty()) return true;
-  for (const auto& c : o.outputs)
-    if (c.finish_reason == "abort") return true;
-  return false;
 }
 
 }  // namespace
@@ -237,7 +231,7 @@ void ServerMetrics::OnFinished(const RequestOutput& o, const RequestShape& shape
   Series& s = *s_;
   for (const CompletionOutput& c : o.outputs) s.v_success->Inc(c.finish_reason);
   if (o.outputs.empty()) s.v_success->Inc("abort");  // aborted before any sequence existed
-  if (WasAborted(o)) {
+  if (AnyAborted(o)) {
     s.aborted->Inc();
     return;
   }

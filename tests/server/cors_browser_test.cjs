@@ -8,33 +8,15 @@
 //   node cors_browser_test.cjs KVFORGE NPM_PREFIX
 "use strict";
 const { spawn } = require("child_process");
-const fs = require("fs");
 const http = require("http");
-const path = require("path");
 
 const [kvforge, npmPrefix] = process.argv.slice(2);
 if (!kvforge || !npmPrefix) {
   console.error("usage: cors_browser_test.cjs KVFORGE NPM_PREFIX");
   process.exit(2);
 }
-const chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => fs.existsSync(p));
-if (!chromium) {
-  console.log("SKIP: no chromium (Debian package `chromium`; scripts/install_deps.sh installs it)");
-  process.exit(77);
-}
-let puppeteer;
-try {
-  puppeteer = require(path.join(npmPrefix, "node_modules", "puppeteer-core"));
-} catch (e) {
-  console.log("SKIP: puppeteer-core is not installed in " + npmPrefix + " (npm unreachable?)");
-  process.exit(77);
-}
-
-function fail(msg) {
-  console.error("FAIL: " + msg);
-  process.exitCode = 1;
-  throw new Error(msg);
-}
+const { loadBrowser, fail } = require("./browser_env.cjs");
+const { chromium, puppeteer } = loadBrowser(npmPrefix);
 
 // A page server on an ephemeral loopback port: its origin is http://127.0.0.1:PORT.
 function startPageServer() {

@@ -15,24 +15,8 @@ if (!kvforge || !npmPrefix || !shotDir) {
   console.error("usage: webui_browser_test.cjs KVFORGE NPM_PREFIX SCREENSHOT_DIR");
   process.exit(2);
 }
-const chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => fs.existsSync(p));
-if (!chromium) {
-  console.log("SKIP: no chromium (Debian package `chromium`; scripts/install_deps.sh installs it)");
-  process.exit(77);
-}
-let puppeteer;
-try {
-  puppeteer = require(path.join(npmPrefix, "node_modules", "puppeteer-core"));
-} catch (e) {
-  console.log("SKIP: puppeteer-core is not installed in " + npmPrefix + " (npm unreachable?)");
-  process.exit(77);
-}
-
-function fail(msg) {
-  console.error("FAIL: " + msg);
-  process.exitCode = 1;
-  throw new Error(msg);
-}
+const { loadBrowser, fail } = require("./browser_env.cjs");
+const { chromium, puppeteer } = loadBrowser(npmPrefix);
 
 // Starts the server; resolves with its URL once it prints the listening line (at most 30 s).
 function startServer() {

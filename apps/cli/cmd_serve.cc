@@ -70,6 +70,11 @@ int SetTlsAndCors(const std::string& cert, const std::string& key, const std::st
 
 // Decode-priority chunking's target for `kvforge serve`, chosen from measurement (ADR 0012).
 constexpr double kServeMaxItlMs = 200;
+// ... and the first-token latency at which it yields to a waiting prompt (#46): without it, at
+// the 1.1B shape (prompt tokens ~10 ms each) the 200 ms target left new prompts a few tokens a
+// step and served no request within a 2 s TTFT under load (goodput 0 where llama-server's is
+// 0.3 req/s, BENCHMARKS.md). Ten times the ITL target, the usual interactive pair.
+constexpr double kServeMaxTtftMs = 2000;
 
 int ServeMain(const Args& args) {
   std::string host = "127.0.0.1", api_key, chat_template_file, served_name, tool_call_parser,
@@ -82,6 +87,7 @@ int ServeMain(const Args& args) {
   EngineConfig cfg;
   // Serving is timing-dependent anyway; the library's default (0) keeps offline runs reproducible.
   cfg.max_itl_ms = kServeMaxItlMs;
+  cfg.max_ttft_ms = kServeMaxTtftMs;
   FlagParser p(
       "serve",
       "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models, "

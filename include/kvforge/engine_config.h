@@ -93,6 +93,10 @@ struct EngineConfig {
   // Most prefill tokens a step with decodes always carries under max_itl_ms (fewer when that many
   // would add over a quarter of the target to the step; at least one).
   int64_t min_prefill_chunk = 32;
+  // With max_itl_ms: the cut is lifted for a step while a prompt waiting for its first token
+  // would otherwise get it later than this (time since arrival plus its remaining prefill, both
+  // predicted from the measured steps). 0: never lifted.
+  double max_ttft_ms = 0;
   BatchingMode batching = BatchingMode::kContinuous;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   uint64_t swap_space_bytes = 256ull << 20;  // host memory for swapped-out KV blocks

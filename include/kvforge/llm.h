@@ -100,6 +100,7 @@ struct EngineStats {
   int64_t prefix_cache_blocks = 0;
   int64_t prefix_deferrals = 0;   // admissions held back for a prefix another request computes
   int64_t itl_limited_steps = 0;  // steps whose prefill max_itl_ms cut
+  int64_t ttft_lifted_steps = 0;  // steps left uncut for a prompt at risk of max_ttft_ms
   int64_t kv_compactions = 0;     // KV eviction compactions applied
   int64_t kv_shared_blocks = 0;   // in-use blocks referenced by more than one sequence
   // KV eviction per policy (KvPolicyName), in the order the policies were first used.

@@ -381,6 +381,10 @@ std::vector<ConfigField> MakeFields() {
       Int("min_prefill_chunk", &C::min_prefill_chunk, 1,
           "decode-priority chunking: most prefill tokens a step with decodes always carries "
           "(fewer when they would add over a quarter of max_itl_ms)"));
+  Add(&v, g,
+      NonNegative("max_ttft_ms", &C::max_ttft_ms,
+                  "decode-priority chunking: leave a step's prefill uncut while a prompt would "
+                  "otherwise get its first token later than this many ms (0: never)"));
   Add(&v, g, Choice("batching", &C::batching, kBatching, "continuous, or static (a baseline)"));
   Add(&v, g,
       Choice("preemption_mode", &C::preemption_mode, kPreemption,

@@ -56,6 +56,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& confi
   sc.long_prefill_token_threshold = c.long_prefill_token_threshold;
   sc.max_itl_ms = c.max_itl_ms;
   sc.min_prefill_chunk = c.min_prefill_chunk;
+  sc.max_ttft_ms = c.max_ttft_ms;
   sc.policy = c.scheduling_policy == SchedulingPolicy::kPriority ? sched::Policy::kPriority
                                                                  : sched::Policy::kFcfs;
   sc.preemption_mode = c.preemption_mode == PreemptionMode::kSwap
@@ -266,6 +267,7 @@ EngineStats EngineCore::Stats() const {
   s.num_preemptions = ss.num_preemptions;
   s.prefix_deferrals = ss.num_prefix_deferrals;
   s.itl_limited_steps = ss.num_itl_limited_steps;
+  s.ttft_lifted_steps = ss.num_ttft_lifted_steps;
   s.kv_compactions = kv_compactions_;
   s.kv_policies = kv_policy_counts_;
   s.kv_shared_blocks = cache_->manager().pool().num_shared_blocks();

@@ -39,6 +39,14 @@ void ThreadPool::RunRange(int index) {
   if (b < e) (*fn_)(b, e, index);
 }
 
+void ThreadPool::RunChunks(int index) {
+  for (;;) {
+    const int64_t b = next_chunk_.fetch_add(grain_, std::memory_order_relaxed);
+    if (b >= n_) return;
+    (*fn_)(b, std::min(n_, b + grain_), index);
+  }
+}
+
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
@@ -58,7 +66,10 @@ void ThreadPool::WorkerLoop(int index) {
     }
     seen = g;
     if (stop_.load()) return;
-    RunRange(index);
+    if (dynamic_)
+      RunChunks(index);
+    else
+      RunRange(index);
     if (pending_.fetch_sub(1) == 1 && caller_waiting_.load()) pending_.notify_all();
   }
 }
@@ -71,13 +82,31 @@ void ThreadPool::ParallelForGrain(int64_t n, int64_t grain, const RangeFn& fn) {
     fn(0, n, 0);
     return;
   }
+  Dispatch(fn, n, grain, /*dynamic=*/false);
+}
+
+void ThreadPool::ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn) {
+  if (n <= 0) return;
+  if (n_threads_ == 1 || n <= chunk) {
+    fn(0, n, 0);
+    return;
+  }
+  Dispatch(fn, n, chunk, /*dynamic=*/true);
+}
+
+void ThreadPool::Dispatch(const RangeFn& fn, int64_t n, int64_t grain, bool dynamic) {
   fn_ = &fn;
   n_ = n;
   grain_ = std::max<int64_t>(1, grain);
+  dynamic_ = dynamic;
+  next_chunk_.store(0, std::memory_order_relaxed);
   pending_.store(n_threads_ - 1);
   generation_.fetch_add(1);
   if (sleepers_.load() > 0) generation_.notify_all();
-  RunRange(0);
+  if (dynamic)
+    RunChunks(0);
+  else
+    RunRange(0);
   for (int spin = 0; spin < 4000 && pending_.load() != 0; ++spin) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();

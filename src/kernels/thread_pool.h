@@ -30,12 +30,19 @@ class ThreadPool {
   void ParallelFor(int64_t n, const RangeFn& fn);
   // Like ParallelFor but each range boundary is a multiple of `grain` (except the end).
   void ParallelForGrain(int64_t n, int64_t grain, const RangeFn& fn);
+  // Ranges of `chunk` units (the last one shorter) that the threads take in turn from a shared
+  // counter until none is left, so a thread slowed by the machine (a shared or virtual core)
+  // does less of the work instead of holding up the others. fn may run several times per thread
+  // (with the same thread_index); for work whose pieces are independent, e.g. a matmul's rows.
+  void ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn);
 
   static int DefaultThreads();
 
  private:
   void WorkerLoop(int index);
   void RunRange(int index);
+  void RunChunks(int index);
+  void Dispatch(const RangeFn& fn, int64_t n, int64_t grain, bool dynamic);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -47,6 +54,8 @@ class ThreadPool {
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t grain_ = 1;
+  bool dynamic_ = false;                 // RunChunks instead of RunRange
+  std::atomic<int64_t> next_chunk_{0};  // the next unit RunChunks hands out
 };
 
 }  // namespace kvforge::kernels

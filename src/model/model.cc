@@ -148,9 +148,22 @@ void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Wor
     xp = ws.act.data();
   }
   ws.matmul_flops += 2 * w.rows * w.cols * n_tok;
-  pool.ParallelForGrain(w.rows, 16, [&](int64_t r0, int64_t r1, int) {
+  const auto rows = [&](int64_t r0, int64_t r1, int) {
     kt.matmul_rows(w.type, w.data, w.row_bytes, w.cols, xp, n_tok, y, y_stride, r0, r1);
-  });
+  };
+  if (n_tok >= kernels::kDequantGemmMinTokens) {
+    pool.ParallelForGrain(w.rows, 16, rows);
+    return;
+  }
+  // Decode and small batches stream the weights from memory: the threads take chunks of about
+  // an eighth of their share in turn, so one slowed by the machine does fewer (a static split
+  // waits for the slowest half). Chunks are multiples of 48 rows (the register tiles' 3 and 6,
+  // the AVX2 row block) and fixed by the shape alone, so the result does not depend on timing.
+  constexpr int64_t kChunkAlign = 48;
+  const int64_t share = w.rows / (8 * static_cast<int64_t>(pool.num_threads()));
+  const int64_t chunk = std::max<int64_t>(kChunkAlign, (share + kChunkAlign - 1) / kChunkAlign *
+                                                          kChunkAlign);
+  pool.ParallelForDynamic(w.rows, chunk, rows);
 }
 
 Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,

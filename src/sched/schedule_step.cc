@@ -68,6 +68,7 @@ StepPlan Scheduler::Impl::Schedule() {
     inflight_seqs.push_back(c.seq);
   }
   if (b.itl_cut) ++stats.num_itl_limited_steps;
+  if (b.ttft_lifted) ++stats.num_ttft_lifted_steps;
   plan.preempted = std::move(b.preempted);
   plan.swapped_in = std::move(b.swapped_in);
   pending_step = step;
@@ -144,9 +145,32 @@ int64_t Scheduler::Impl::DraftSlotsFor(const Req& r, const SeqState& s, const Dr
 
 void Scheduler::Impl::LimitPrefillForItl(PlanBuilder* b) const {
   if (cfg.max_itl_ms <= 0 || !cfg.chunked_prefill || b->decode.empty() || !cost.ready()) return;
+  if (FirstTokenAtRisk()) {
+    b->ttft_lifted = true;
+    return;
+  }
   b->itl_limited = true;
   // Planned against the step-time tail, not the mean: most steps must land within the target.
   b->prefill_ms_left = cfg.max_itl_ms / cost.tail_factor() - cost.PredictMs(ShapeOf(b->decode));
+}
+
+bool Scheduler::Impl::FirstTokenAtRisk(const Req& r) const {
+  int64_t computed = r.cached_tokens;
+  for (const SeqState& s : r.seqs) {
+    if (s.num_tokens > r.prompt_tokens) return false;  // has its first token (a recompute)
+    computed = std::max(computed, s.num_computed);
+  }
+  if (computed >= r.prompt_tokens) return false;
+  const double left_ms = cost.ChunkMs(computed, r.prompt_tokens - computed) * cost.tail_factor();
+  return busy_ms - r.arrival_ms + left_ms >= cfg.max_ttft_ms;
+}
+
+bool Scheduler::Impl::FirstTokenAtRisk() const {
+  if (cfg.max_ttft_ms <= 0) return false;
+  for (const Req* r : running)
+    if (FirstTokenAtRisk(*r)) return true;
+  // The next request admission would take (the best-ranked waiting one).
+  return !waiting.empty() && FirstTokenAtRisk(*waiting.begin()->second);
 }
 
 int64_t Scheduler::Impl::UntimedPrefillChunk(const SeqState& s, int64_t budget) const {

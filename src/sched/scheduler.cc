@@ -36,6 +36,10 @@ Status SchedulerConfig::Validate() const {
   }
   if (min_prefill_chunk < 1)
     return Status::InvalidArgument("sched: min_prefill_chunk must be >= 1");
+  if (!(max_ttft_ms >= 0.0) || !std::isfinite(max_ttft_ms)) {
+    return Status::InvalidArgument(
+        base::StrFormat("sched: max_ttft_ms must be finite and >= 0, got %g", max_ttft_ms));
+  }
   if (!(kv_watermark >= 0.0 && kv_watermark < 1.0)) {
     return Status::InvalidArgument(
         base::StrFormat("sched: kv_watermark must be in [0, 1), got %g", kv_watermark));
@@ -194,6 +198,7 @@ Status Scheduler::AddRequest(const NewRequest& nr) {
   r->id = nr.id;
   r->arrival = m.next_arrival++;
   r->arrival_step = m.step;
+  r->arrival_ms = m.busy_ms;
   r->priority = nr.priority;
   r->num_seqs = nr.num_seqs;
   r->prompt_tokens = nr.prompt_tokens;
@@ -449,6 +454,7 @@ void Scheduler::OfferDrafts(int64_t seq, int64_t max_drafts, double acceptance, 
 
 void Scheduler::ObserveStepCost(const StepPlan& plan, double ms) {
   impl_->cost.Observe(ShapeOf(plan.chunks), ms);
+  if (std::isfinite(ms) && ms > 0) impl_->busy_ms += ms;
 }
 
 const StepCostModel& Scheduler::step_cost_model() const { return impl_->cost; }

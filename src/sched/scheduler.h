@@ -98,6 +98,12 @@ struct SchedulerConfig {
   // prefill is waiting, so prompts progress even when the decodes alone exceed the target; fewer
   // when that many would add more than a quarter of the target to the step (never below one).
   int64_t min_prefill_chunk = 32;
+  // With max_itl_ms: a step's prefill is not cut while a prompt still waiting for its first token
+  // is at risk of getting it later than this, i.e. when the time since it arrived plus its
+  // remaining prefill at full speed (both measured by the step cost model, times its tail
+  // factor) reaches max_ttft_ms. A 1.1B model's prompt tokens cost ~10 ms each, so a fixed ITL
+  // target alone starves prompts there (#46). 0: never lifted.
+  double max_ttft_ms = 0;
   Policy policy = Policy::kFcfs;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   bool static_batching = false;  // baseline: admit a batch only when nothing is running
@@ -189,6 +195,7 @@ struct SchedulerStats {
   int64_t num_prefix_deferrals = 0;   // admissions held back for an in-flight shared prefix
   int64_t num_prefix_load_waits = 0;  // admissions held back while the KV space loads a prefix
   int64_t num_itl_limited_steps = 0;  // steps whose prefill max_itl_ms cut
+  int64_t num_ttft_lifted_steps = 0;  // steps max_itl_ms left uncut for a prompt (max_ttft_ms)
   int64_t num_draft_slots = 0;        // draft slots granted (speculative decoding), all steps
   int64_t num_drafts_refused = 0;     // offers that got no slot (budget, blocks or cost)
 };

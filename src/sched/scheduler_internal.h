@@ -43,6 +43,7 @@ struct Req {
   RequestId id = 0;
   int64_t arrival = 0;       // serial of AddRequest calls
   int64_t arrival_step = 0;  // Schedule() count at AddRequest
+  double arrival_ms = 0;     // busy_ms at AddRequest
   int32_t priority = 0;
   int32_t num_seqs = 1;
   int64_t prompt_tokens = 0;
@@ -69,6 +70,7 @@ struct PlanBuilder {
   bool itl_limited = false;
   double prefill_ms_left = 0;
   bool itl_cut = false;
+  bool ttft_lifted = false;  // the limit was lifted for a prompt at risk (max_ttft_ms)
   std::vector<ScheduledChunk> decode;
   std::vector<ScheduledChunk> prefill;
   std::vector<RequestId> preempted;
@@ -116,6 +118,10 @@ struct Scheduler::Impl {
                         const PlanBuilder& b) const;
   // Starts decode-priority chunking for `b` once its decodes are scheduled.
   void LimitPrefillForItl(PlanBuilder* b) const;
+  // Whether a prompt waiting for its first token (running or waiting) would get it after
+  // cfg.max_ttft_ms unless this step's prefill runs uncut.
+  bool FirstTokenAtRisk() const;
+  bool FirstTokenAtRisk(const Req& r) const;
   // Moves running `victim` out (swap when configured and possible, else recompute), removing
   // its chunks from `b`.
   void Preempt(Req* victim, PlanBuilder* b);
@@ -145,6 +151,9 @@ struct Scheduler::Impl {
   int64_t step = 0;          // Schedule() calls so far
   int64_t pending_step = 0;  // step of the uncommitted plan, 0: none
   int64_t next_arrival = 1;
+  // Sum of the measured step times (ObserveStepCost): the clock max_ttft_ms is measured on. It
+  // leaves out idle time, when nobody waits.
+  double busy_ms = 0;
   SchedulerStats stats;
   StepCostModel cost;
 

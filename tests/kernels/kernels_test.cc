@@ -79,6 +79,25 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
         }
         ref.matmul_rows(w, wbuf.data() + 1, rb, cols, xref.data() + 1, n_tok, yref.data(), rows, 0,
                         rows);
+        // The AVX-512 decode path for f16 weights (1-2 tokens) rounds the activations to f16 as
+        // ggml does: each product is off by at most 2^-11 of |w x|, so its bound adds 2^-11 times
+        // sum |w| |x| (the reference on the absolute values) to the f32 one.
+        std::vector<float> abs_dot(yref.size(), 0.0f);
+        if (w == WType::kF16 && n_tok <= 2) {
+          std::vector<uint8_t> wabs(wbuf), xabs(xref);
+          for (size_t b = 2; b < wabs.size(); b += 2) wabs[b] &= 0x7f;  // f16 sign bits
+          for (int64_t t = 0; t < n_tok; ++t) {
+            auto* xf = reinterpret_cast<float*>(xabs.data() + 1 + t * xr);
+            for (int64_t c = 0; c < cols; ++c) {
+              float v;
+              std::memcpy(&v, xf + c, 4);
+              v = std::fabs(v);
+              std::memcpy(xf + c, &v, 4);
+            }
+          }
+          ref.matmul_rows(w, wabs.data() + 1, rb, cols, xabs.data() + 1, n_tok, abs_dot.data(),
+                          rows, 0, rows);
+        }
         for (const KernelTable* k : Simd()) {
           for (int64_t t = 0; t < n_tok; ++t) {
             if (floats)
@@ -96,7 +115,8 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
                          rows / 2, rows);
           for (size_t i = 0; i < yref.size(); ++i)
             ASSERT_NEAR(ysimd[i], yref[i],
-                        1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(yref[i])))
+                        1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(yref[i])) +
+                            std::ldexp(static_cast<double>(abs_dot[i]), -11))
                 << k->name << " cols " << cols << " rows " << rows << " ntok " << n_tok << " i "
                 << i;
         }
@@ -191,6 +211,36 @@ TEST(KernelsTest, Avx512FloatMatMulDoesNotDependOnTheBatch) {
                 << tensor::DTypeName(dt) << " batch of " << m << " from token " << first
                 << ": token " << first + i / rows << " row " << i % rows;
         }
+    }
+  }
+}
+
+// Activations beyond f16's range (65504, e.g. an outlier feature) keep the float path in the
+// AVX-512 f16 decode kernel: the result matches the reference to f32 rounding, not f16's.
+TEST(KernelsTest, F16DecodeKeepsFloatActivationsBeyondHalfRange) {
+  const int64_t cols = 100, rows = 5;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const size_t rb = *tensor::RowBytes(tensor::DType::kF16, cols);
+  std::vector<uint8_t> wbuf(rb * rows);
+  std::vector<float> wrow(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : wrow) v = nd(rng);
+    ASSERT_TRUE(tensor::QuantizeRow(tensor::DType::kF16, wrow.data(), wbuf.data() + r * rb, cols)
+                    .ok());
+  }
+  for (float outlier : {1e5f, -7e4f}) {
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (auto& v : x) v = nd(rng) * 1e-3f;  // small values f16 would round visibly
+    x[37] = outlier;
+    std::vector<float> yref(rows), ysimd(rows);
+    const auto* xp = reinterpret_cast<const uint8_t*>(x.data());
+    ReferenceTable().matmul_rows(WType::kF16, wbuf.data(), rb, cols, xp, 1, yref.data(), rows, 0,
+                                 rows);
+    for (const KernelTable* k : Simd()) {
+      k->matmul_rows(WType::kF16, wbuf.data(), rb, cols, xp, 1, ysimd.data(), rows, 0, rows);
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_NEAR(ysimd[r], yref[r], 1e-6 * std::fabs(outlier) * 4) << k->name << " row " << r;
     }
   }
 }

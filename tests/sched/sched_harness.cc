@@ -145,7 +145,12 @@ void Harness::CheckPlan(const StepPlan& plan) {
 void Harness::CheckItlTarget(const StepPlan& plan) {
   const SchedulerConfig& cfg = config_.sched;
   const StepCostModel& model = sched_.step_cost_model();
-  if (cfg.max_itl_ms <= 0 || !cfg.chunked_prefill || !model.ready() || !plan.swapped_in.empty())
+  // A step max_ttft_ms lifted the limit from (a prompt at risk) is not cut.
+  const int64_t lifted = sched_.Stats().num_ttft_lifted_steps;
+  const bool was_lifted = lifted != ttft_lifted_seen_;
+  ttft_lifted_seen_ = lifted;
+  if (cfg.max_itl_ms <= 0 || !cfg.chunked_prefill || !model.ready() || !plan.swapped_in.empty() ||
+      was_lifted)
     return;
   std::vector<const ScheduledChunk*> prefill;
   bool decodes = false;

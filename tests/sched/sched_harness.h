@@ -80,6 +80,7 @@ class Harness {
  private:
   void CheckPlan(const StepPlan& plan);
   void CheckItlTarget(const StepPlan& plan);
+  int64_t ttft_lifted_seen_ = 0;  // Stats().num_ttft_lifted_steps at the last check
 
   HarnessConfig config_;
   FakeKvSpace kv_;

@@ -3,9 +3,11 @@
 // running decodes gets the largest chunk that keeps the step within the target (checked against
 // a brute-force search over the true cost), smaller as the decodes grow; steps without decodes
 // and configurations without the target are not cut; decodes that alone exceed the target still
-// let min_prefill_chunk tokens through; a request whose first chunk does not fit waits.
+// let min_prefill_chunk tokens through; a request whose first chunk does not fit waits; a prompt
+// at risk of max_ttft_ms gets uncut steps.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "sched/sched_harness.h"
@@ -187,6 +189,58 @@ TEST(SchedulerItl, AFloorThatWouldAddMoreThanAQuarterOfTheTargetShrinks) {
         0.2 * static_cast<double>(c->num_tokens) +
         0.001 * static_cast<double>(c->num_tokens * pos0 + c->num_tokens * (c->num_tokens + 1) / 2);
     EXPECT_LE(added, quarter * 1.05) << "chunk of " << c->num_tokens << " at " << pos0;
+  }
+}
+
+// Steps a 400-token prompt beside 6 decodes takes to finish its prefill, the busy time from its
+// arrival until then (true step costs) and the steps max_ttft_ms lifted the cut from.
+struct PrefillRun {
+  int64_t steps = 0;
+  double busy_ms = 0;
+  int64_t lifted = 0;
+};
+
+PrefillRun PrefillBesideDecodes(double max_itl_ms, double max_ttft_ms) {
+  HarnessConfig c = ItlConfig(max_itl_ms);
+  c.sched.max_ttft_ms = max_ttft_ms;
+  Harness h(c);
+  WarmUp(&h, 6);
+  PrefillRun run;
+  if (::testing::Test::HasFatalFailure()) return run;
+  EXPECT_TRUE(h.Add(MakeReq(100, 1000, 400, 2)).ok());
+  while (h.sched().NumComputed(1000) < 400 && run.steps < 200) {
+    run.busy_ms += SyntheticStepMs(h.Step());
+    ++run.steps;
+  }
+  EXPECT_EQ(h.sched().NumComputed(1000), 400);
+  run.lifted = h.sched().Stats().num_ttft_lifted_steps;
+  return run;
+}
+
+TEST(SchedulerItl, APromptAtRiskOfTheTtftTargetGetsUncutSteps) {
+  // 400 tokens at 0.2 ms each plus their attention are ~160 ms of prefill; a 12 ms target beside
+  // 6 decodes (6 ms) cuts them into steps of ~6 ms of prefill, over 300 ms in all. With
+  // max_ttft_ms 250 the cut holds while the prompt's age plus its remaining prefill stays under
+  // 250 ms (not at first: 160 < 250), then the rest runs uncut.
+  const PrefillRun cut = PrefillBesideDecodes(12, 0);
+  const PrefillRun far = PrefillBesideDecodes(12, 1e9);  // never at risk: the same as no target
+  const PrefillRun lifted = PrefillBesideDecodes(12, 250);
+  EXPECT_EQ(cut.lifted, 0);
+  EXPECT_EQ(far.lifted, 0);
+  EXPECT_EQ(far.steps, cut.steps);
+  EXPECT_GT(lifted.lifted, 0);
+  EXPECT_LT(lifted.steps, cut.steps);
+  EXPECT_GT(cut.busy_ms, 250.0) << cut.steps << " steps";  // the first token would come late
+  // With it, the prefill ends within the target (the lift's own step may straddle it).
+  EXPECT_LE(lifted.busy_ms, 250.0 * 1.1) << lifted.steps << " steps";
+  EXPECT_GT(lifted.steps, 1);  // not lifted at once: 160 ms of prefill was not yet at risk
+}
+
+TEST(SchedulerItl, ANegativeOrInfiniteTtftTargetIsRefused) {
+  for (double bad : {-1.0, std::numeric_limits<double>::infinity()}) {
+    SchedulerConfig s;
+    s.max_ttft_ms = bad;
+    EXPECT_FALSE(s.Validate().ok()) << bad;
   }
 }
 

@@ -47,6 +47,7 @@ HarnessConfig RandomConfig(Rng& rng) {
     c.synthetic_step_cost = true;
     s.max_itl_ms = static_cast<double>(rng.Range(2, 12));
     s.min_prefill_chunk = rng.Range(1, 8);
+    s.max_ttft_ms = rng.Chance(50) ? static_cast<double>(rng.Range(5, 80)) : 0.0;
   }
   return c;
 }
@@ -62,7 +63,8 @@ std::string Describe(const HarnessConfig& c) {
          (s.preemption_mode == PreemptionMode::kSwap ? " swap" : " recompute") +
          (s.static_batching ? " static" : "") + " max_wait " + std::to_string(s.max_wait_steps) +
          " watermark " + std::to_string(s.kv_watermark) + " max_itl_ms " +
-         std::to_string(s.max_itl_ms) + " min_prefill_chunk " + std::to_string(s.min_prefill_chunk);
+         std::to_string(s.max_itl_ms) + " min_prefill_chunk " + std::to_string(s.min_prefill_chunk) +
+         " max_ttft_ms " + std::to_string(s.max_ttft_ms);
 }
 
 int64_t EnvOr(const char* name, int64_t fallback) {

@@ -59,6 +59,10 @@ def make_model(kvf, shape, dtype, vocab, out):
 
 # kvforge's pp matmul GFLOP/s as a fraction of the FMA peak its bench measured, per (model, test).
 PEAK_FRACTIONS = {}
+# Per (model, test) of a tg test: (STREAM triad GB/s, bytes read per token) of each kvforge run;
+# the triad is measured by that run, just before its tokens, so both engines' tg of the round
+# can be put against the machine's bandwidth of the moment.
+TRIADS = {}
 
 
 def parse_test(name):
@@ -74,12 +78,18 @@ def kvforge_test(kvf, model, test, a):
     kind, n, depth = parse_test(test)
     cmd = [kvf, "bench", "latency", "--model", model, "--n-prompt", str(n if kind == "pp" else 0),
            "--n-gen", str(n if kind == "tg" else 0), "--depth", str(depth), "--repetitions",
-           str(a.reps), "--threads", "2", "--kv-dtype", a.kv_dtype, "--no-bandwidth", "--json"]
+           str(a.reps), "--threads", "2", "--kv-dtype", a.kv_dtype, "--json"]
+    if kind == "pp":
+        cmd.append("--no-bandwidth")
     report = json.loads(run(cmd, KVFORGE_ENV))
     KVFORGE_TABLES.add(report.get("kernels", "?"))
     t = report["tests"][0]
     if kind == "pp":
         PEAK_FRACTIONS.setdefault((model, test), []).append(t["peak_fraction"])
+    else:
+        bw = report["bandwidth_gb_per_s"]
+        per_token = report["roofline_fraction"] * bw * 1e9 / t["tokens_per_s"]
+        TRIADS.setdefault((model, test), []).append((bw, per_token))
     return t["tokens_per_s"]
 
 
@@ -174,15 +184,28 @@ def alternate(rounds, first, second):
     return xs, ys
 
 
-def row(shape, dtype, test, k, l, rows, peak=None, peer=""):
+def triad_fractions(k, l, triads):
+    """Each engine's bytes read per second over the round's triad: (kvforge, llama.cpp, triad)."""
+    fk = [tps * b / (bw * 1e9) for tps, (bw, b) in zip(k, triads)]
+    fl = [tps * b / (bw * 1e9) for tps, (bw, b) in zip(l, triads)]
+    return (statistics.median(fk), statistics.median(fl),
+            statistics.median([bw for bw, _ in triads]))
+
+
+def row(shape, dtype, test, k, l, rows, peak=None, peer="", triads=None):
     ratios = [x / y for x, y in zip(k, l)]
     med = statistics.median(ratios)
     frac = f"{statistics.median(peak):.2f}" if peak else ""
+    tg_triad = None
+    if triads:
+        tg_triad = triad_fractions(k, l, triads)
+        frac = f"tg/triad {tg_triad[0]:.2f} vs {tg_triad[1]:.2f} (triad {tg_triad[2]:.1f} GB/s)"
     print(f"| {peer} | {shape} | {dtype} | {test} | {', '.join(f'{v:.1f}' for v in k)} | "
           f"{', '.join(f'{v:.1f}' for v in l)} | {', '.join(f'{r:.2f}' for r in ratios)} | "
           f"{med:.2f}x | {frac} |", flush=True)
     rows.append(dict(peer=peer, shape=shape, weights=dtype, test=test, kvforge=k, llamacpp=l,
-                     ratios=ratios, median_ratio=med, kvforge_peak_fraction=peak))
+                     ratios=ratios, median_ratio=med, kvforge_peak_fraction=peak,
+                     tg_over_triad=tg_triad))
 
 
 def main():
@@ -218,7 +241,7 @@ def main():
         print(f"pair {chr(ord('A') + i)}: {label}: {peer}, kvforge kernels: "
               f"{kernels or 'best for the CPU'}")
     print("| pair | shape | weights | test | kvforge t/s (rounds) | llama.cpp t/s (rounds) | "
-          "ratio per round | median ratio | kvforge pp matmuls / FMA peak |")
+          "ratio per round | median ratio | pp: kvforge matmuls / FMA peak; tg: bytes/s / triad |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
 
@@ -236,10 +259,12 @@ def main():
                 tag = chr(ord("A") + i)
                 use_kernels(kernels)
                 PEAK_FRACTIONS.clear()
+                TRIADS.clear()
                 for test in tests:
                     k, l = alternate(a.rounds, lambda t=test: kvforge_test(a.kvforge, model, t, a),
                                      lambda t=test, p=peer: llamacpp_test(p, model, t, a))
-                    row(shape, dtype, test, k, l, rows, PEAK_FRACTIONS.get((model, test)), tag)
+                    row(shape, dtype, test, k, l, rows, PEAK_FRACTIONS.get((model, test)), tag,
+                        TRIADS.get((model, test)))
                 if a.batches:
                     k, l = alternate(a.rounds, lambda: kvforge_batched(a.kvforge, model, a),
                                      lambda p=peer: llamacpp_batched(p, model, a))

@@ -69,6 +69,9 @@ void BM_Gemm(benchmark::State& state, const char* table_name, WType w) {
 #define KVF_MATMUL_BENCH(table, wt)                                \
   BENCHMARK_CAPTURE(BM_MatMul, table##_##wt, #table, WType::k##wt) \
       ->Arg(1)                                                     \
+      ->Arg(2)                                                     \
+      ->Arg(4)                                                     \
+      ->Arg(8)                                                     \
       ->Arg(16)                                                    \
       ->Arg(32)                                                    \
       ->Arg(128)
@@ -112,6 +115,8 @@ KVF_MATMUL_BENCH(avx2, Q5_0);
 KVF_MATMUL_BENCH(avx2, Q5_1);
 KVF_MATMUL_BENCH(ref, Q4_K);
 KVF_MATMUL_BENCH(avx2, Q4_K);
+KVF_MATMUL_BENCH(avx512vnni, Q4_K);
+KVF_MATMUL_BENCH(avx512vnni, Q5_K);
 KVF_MATMUL_BENCH(avx2, Q5_K);
 KVF_MATMUL_BENCH(avx2, Q6_K);
 

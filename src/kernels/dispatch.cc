@@ -17,6 +17,10 @@ bool CpuHasAvx2() {
 
 // libgcc's check also requires the OS to save the zmm and mask registers (XCR0).
 bool CpuHasAvx512() { return CpuHasAvx2() && __builtin_cpu_supports("avx512f"); }
+bool CpuHasAvx512Vnni() {
+  return CpuHasAvx512() && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
+}
 
 std::atomic<const KernelTable*> g_active{nullptr};
 
@@ -40,6 +44,7 @@ std::vector<const KernelTable*> AvailableTables() {
   std::vector<const KernelTable*> out{&ReferenceTable()};
   if (CpuHasAvx2()) out.push_back(&internal::kAvx2Table);
   if (CpuHasAvx512()) out.push_back(&internal::kAvx512Table);
+  if (CpuHasAvx512Vnni()) out.push_back(&internal::kAvx512VnniTable);
   return out;
 }
 
@@ -50,6 +55,15 @@ const KernelTable& Active() {
     g_active.store(t, std::memory_order_release);
   }
   return *t;
+}
+
+bool QuantizesLargeBatches(const KernelTable& t, WType w) {
+  return &t == &internal::kAvx512VnniTable && (w == WType::kQ4_K || w == WType::kQ5_K);
+}
+
+bool RoundsDecodeActivationsToHalf(const KernelTable& t, WType w) {
+  const bool zmm = &t == &internal::kAvx512Table || &t == &internal::kAvx512VnniTable;
+  return zmm && (w == WType::kF16 || w == WType::kBF16);
 }
 
 bool SetActive(const char* name) {

@@ -220,6 +220,12 @@ float* PackedGemmBuffer() {
   return buffer.Get(static_cast<size_t>((kNC + kNR) * kKC));
 }
 
+uint8_t* ThreadScratchBytes(size_t bytes) {
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
+
 void PackQuantPanelAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64_t pc, int64_t kc,
                         int64_t nc, float* panel, float* scratch) {
   WithQuantFormat(w, [&](auto format) {

@@ -172,6 +172,11 @@ struct KernelTable {
   // on registers only (no memory traffic), as many chains as the ISA's registers hold; returns
   // the floating-point operations done (a multiply-add counts 2). Timing is the caller's.
   int64_t (*fma_loop)(int64_t iterations);
+  // matmul_rows, keeping float activations in f32 where matmul_rows would round them to f16
+  // (RoundsDecodeActivationsToHalf): for the output projection, whose logits pick tokens.
+  void (*matmul_rows_exact)(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                            const uint8_t* x_prepared, int64_t n_tok, float* y, int64_t y_stride,
+                            int64_t r0, int64_t r1);
 };
 
 const KernelTable& ReferenceTable();
@@ -180,6 +185,15 @@ const KernelTable& ReferenceTable();
 const KernelTable& Active();
 // Every table this CPU can run, reference first, best last.
 std::vector<const KernelTable*> AvailableTables();
+// Whether table t computes a large batch (ActFormatFor(w, n_tok) == kF32) on quantized weights
+// by quantizing the float activations to ActFormatFor(w) itself, as a small batch's are, rather
+// than on the floats (the avx512vnni table for q4_k / q5_k): its results then match the
+// reference run token by token on prepare_act's activations, not the reference's float GEMM.
+bool QuantizesLargeBatches(const KernelTable& t, WType w);
+// Whether table t rounds the activations of 1- and 2-token calls on w weights to f16 (the AVX-512
+// decode kernels for f16 and bf16 weights, as ggml does for f16): each product is then off by
+// up to 2^-11 of |w x|, a logit by about 1e-3 of its size rather than f32 rounding.
+bool RoundsDecodeActivationsToHalf(const KernelTable& t, WType w);
 // Forces a table by name ("ref", "avx2", "avx512"); returns false when unavailable. For
 // benchmarks/tests.
 bool SetActive(const char* name);

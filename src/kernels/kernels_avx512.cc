@@ -179,8 +179,9 @@ void MatMulFloat(const uint8_t* weights, size_t row_bytes, int64_t cols, const u
 // cheap, so the loop is shaped for the memory system, as ggml's vec_dot is: one row at a time (a
 // single sequential stream per thread, which the hardware prefetcher follows; two rows at once
 // ran at 0.75x, the 6-row tiles lost more, ADR 0016) and 64 values per step into four
-// accumulators per token. For f16 weights the activations are rounded to f16 once per call
-// (as ggml does), so each step's activation loads are half as wide: with the weights missing
+// accumulators per token. For f16 and bf16 weights the activations are rounded to f16 once per
+// call (as ggml does for f16; for bf16 ggml rounds them to bf16, coarser), so each step's
+// activation loads are half as wide: with the weights missing
 // the caches, the load slots they free are what lets the stream run faster. Measured on Zen 4
 // (one thread over a 1.1B f16 model's 2 GB of matrices, as decode reads them): f32 activations
 // 18.8-20.4 GB/s, f16 activations 22.7-24.8 GB/s.
@@ -255,8 +256,7 @@ inline void DotRowStream(const uint8_t* row, const void* const* xs, int64_t cols
   for (; i + 16 <= cols; i += 16) {
     const __m512 w = LoadW16<W>(row, i);
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t)
-      acc[t][0] = _mm512_fmadd_ps(w, LoadX16<XHalf>(xs[t], i), acc[t][0]);
+    for (int t = 0; t < T; ++t) acc[t][0] = _mm512_fmadd_ps(w, LoadX16<XHalf>(xs[t], i), acc[t][0]);
   }
   if (i < cols) {
     // The last cols % 16 values, zero-padded as in DotTile.
@@ -271,8 +271,8 @@ inline void DotRowStream(const uint8_t* row, const void* const* xs, int64_t cols
   }
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t)
-    out[t] = HSum16(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
-                                  _mm512_add_ps(acc[t][2], acc[t][3])));
+    out[t] = HSum16(
+        _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
 }
 
 template <WType W, int T, bool XHalf>
@@ -291,13 +291,13 @@ inline constexpr int64_t kMaxHalfCols = 32768;
 thread_local uint16_t t_half_x[2][kMaxHalfCols];
 
 template <WType W, int T>
-void MatVecFloat(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
-                 float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+void MatVecFloat(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x, float* y,
+                 int64_t y_stride, int64_t r0, int64_t r1, bool exact) {
   const size_t x_row = PreparedRowBytes(W, cols);
   const void* xs[T];
   for (int k = 0; k < T; ++k) xs[k] = x + k * x_row;
-  if constexpr (W == WType::kF16) {
-    bool half = cols <= kMaxHalfCols;
+  if constexpr (W == WType::kF16 || W == WType::kBF16) {
+    bool half = !exact && cols <= kMaxHalfCols;
     for (int k = 0; k < T && half; ++k)
       half = RoundToHalf(static_cast<const float*>(xs[k]), cols, t_half_x[k]);
     if (half) {
@@ -311,14 +311,15 @@ void MatVecFloat(const uint8_t* weights, size_t row_bytes, int64_t cols, const u
 
 template <WType W>
 void MatMulFloatSmall(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
-                      int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
-  if (n_tok == 1) return MatVecFloat<W, 1>(weights, row_bytes, cols, x, y, y_stride, r0, r1);
-  MatVecFloat<W, 2>(weights, row_bytes, cols, x, y, y_stride, r0, r1);
+                      int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1,
+                      bool exact) {
+  if (n_tok == 1) return MatVecFloat<W, 1>(weights, row_bytes, cols, x, y, y_stride, r0, r1, exact);
+  MatVecFloat<W, 2>(weights, row_bytes, cols, x, y, y_stride, r0, r1, exact);
 }
 
-void MatMulRowsAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
-                      const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
-                      int64_t r1) {
+void MatMulRowsAvx512Impl(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                          const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
+                          int64_t r1, bool exact) {
   // Quantized weights in large batches: the packed GEMM with the AVX-512 tile (gemm_avx512.cc).
   if (UsesPackedGemm(w, n_tok))
     return PackedGemmAvx512(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
@@ -331,13 +332,13 @@ void MatMulRowsAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t
     switch (w) {
       case WType::kF32:
         return MatMulFloatSmall<WType::kF32>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0,
-                                             r1);
+                                             r1, exact);
       case WType::kF16:
         return MatMulFloatSmall<WType::kF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0,
-                                             r1);
+                                             r1, exact);
       case WType::kBF16:
-        return MatMulFloatSmall<WType::kBF16>(weights, row_bytes, cols, x, n_tok, y, y_stride,
-                                              r0, r1);
+        return MatMulFloatSmall<WType::kBF16>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0,
+                                              r1, exact);
       default:
         return kAvx2Table.matmul_rows(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
     }
@@ -352,6 +353,18 @@ void MatMulRowsAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t
     default:
       return kAvx2Table.matmul_rows(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
   }
+}
+
+void MatMulRowsAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                      const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
+                      int64_t r1) {
+  MatMulRowsAvx512Impl(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1, false);
+}
+
+void MatMulRowsExactAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
+                           const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
+                           int64_t r1) {
+  MatMulRowsAvx512Impl(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1, true);
 }
 
 // 24 independent 16-lane FMA chains (more than 4 cycles x 2 pipes), distinct starting values
@@ -400,7 +413,8 @@ void AttentionFwd(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, fl
 
 }  // namespace
 
-const KernelTable kAvx512Table = {"avx512",  PrepareActFwd, MatMulRowsAvx512, RmsNormFwd,
-                                  SwigluFwd, GeluFwd,       AttentionFwd,     FmaLoopAvx512};
+const KernelTable kAvx512Table = {"avx512",     PrepareActFwd, MatMulRowsAvx512,
+                                  RmsNormFwd,   SwigluFwd,     GeluFwd,
+                                  AttentionFwd, FmaLoopAvx512, MatMulRowsExactAvx512};
 
 }  // namespace kvforge::kernels::internal

@@ -86,6 +86,9 @@ void PackQuantPanelAvx2(WType w, const uint8_t* weights, size_t row_bytes, int64
 // kPackedPanelRows) x kPackedDepth floats, 32-byte aligned (gemm_avx2.cc; AVX-512 code gets it
 // here rather than from an inline helper compiled with its own flags).
 float* PackedGemmBuffer();
+// A thread-local byte buffer of at least `bytes` (grows, never shrinks), for AVX-512 units that
+// must not instantiate std::vector themselves (gemm_avx2.cc).
+uint8_t* ThreadScratchBytes(size_t bytes);
 // The same GEMM with an AVX-512 register tile (gemm_avx512.cc).
 void PackedGemmAvx512(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
                       const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
@@ -117,6 +120,9 @@ struct AlignedFloats {
 extern const KernelTable kAvx2Table;
 // AVX-512F matmuls for float weights, the AVX2 kernels for the rest (kernels_avx512.cc).
 extern const KernelTable kAvx512Table;
+// AVX-512 VNNI integer dot products for q4_k / q5_k in small batches, the AVX-512 table for the
+// rest (kernels_avx512_vnni.cc).
+extern const KernelTable kAvx512VnniTable;
 // AVX2 attention for plain f32/f16 views; hands every other view to AttentionQuantAvx2
 // (attention_avx2.cc).
 void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);

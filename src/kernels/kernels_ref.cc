@@ -378,8 +378,8 @@ int64_t FmaLoopRef(int64_t iterations) {
   return iterations * 8 * 2;
 }
 
-const KernelTable kRefTable = {"ref",     PrepareActRef, MatMulRowsRef, RmsNormRef,
-                               SwigluRef, GeluRef,       AttentionRef,  FmaLoopRef};
+const KernelTable kRefTable = {"ref",   PrepareActRef, MatMulRowsRef, RmsNormRef,   SwigluRef,
+                               GeluRef, AttentionRef,  FmaLoopRef,    MatMulRowsRef};
 
 }  // namespace
 

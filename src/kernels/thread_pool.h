@@ -54,7 +54,7 @@ class ThreadPool {
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t grain_ = 1;
-  bool dynamic_ = false;                 // RunChunks instead of RunRange
+  bool dynamic_ = false;                // RunChunks instead of RunRange
   std::atomic<int64_t> next_chunk_{0};  // the next unit RunChunks hands out
 };
 

@@ -130,7 +130,8 @@ void AddResidual(Workspace& ws, int64_t n, int64_t e, kernels::ThreadPool& pool)
 }  // namespace
 
 void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Workspace& ws,
-                   kernels::ThreadPool& pool, int64_t x_stride, int64_t y_stride) const {
+                   kernels::ThreadPool& pool, int64_t x_stride, int64_t y_stride,
+                   bool exact) const {
   const kernels::KernelTable& kt = kernels::Active();
   if (x_stride == 0) x_stride = w.cols;
   if (y_stride == 0) y_stride = w.rows;
@@ -148,8 +149,9 @@ void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Wor
     xp = ws.act.data();
   }
   ws.matmul_flops += 2 * w.rows * w.cols * n_tok;
+  const auto matmul = exact ? kt.matmul_rows_exact : kt.matmul_rows;
   const auto rows = [&](int64_t r0, int64_t r1, int) {
-    kt.matmul_rows(w.type, w.data, w.row_bytes, w.cols, xp, n_tok, y, y_stride, r0, r1);
+    matmul(w.type, w.data, w.row_bytes, w.cols, xp, n_tok, y, y_stride, r0, r1);
   };
   if (n_tok >= kernels::kDequantGemmMinTokens) {
     pool.ParallelForGrain(w.rows, 16, rows);
@@ -161,8 +163,8 @@ void Model::MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Wor
   // the AVX2 row block) and fixed by the shape alone, so the result does not depend on timing.
   constexpr int64_t kChunkAlign = 48;
   const int64_t share = w.rows / (8 * static_cast<int64_t>(pool.num_threads()));
-  const int64_t chunk = std::max<int64_t>(kChunkAlign, (share + kChunkAlign - 1) / kChunkAlign *
-                                                          kChunkAlign);
+  const int64_t chunk =
+      std::max<int64_t>(kChunkAlign, (share + kChunkAlign - 1) / kChunkAlign * kChunkAlign);
   pool.ParallelForDynamic(w.rows, chunk, rows);
 }
 
@@ -247,7 +249,7 @@ Status Model::Forward(const Batch& batch, kvstore::KvAccess& kv, Workspace& ws,
   for (int64_t r = 0; r < nr; ++r)
     Normalize(kt, layer_norm, ws.x.data() + rows[r] * E, weights_.output_norm,
               weights_.output_norm_b, ws.xn.data() + r * E, E, c.rms_eps);
-  MatMul(weights_.output, ws.xn.data(), nr, logits->data(), ws, pool);
+  MatMul(weights_.output, ws.xn.data(), nr, logits->data(), ws, pool, 0, 0, /*exact=*/true);
   return Status::Ok();
 }
 

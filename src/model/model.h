@@ -129,8 +129,11 @@ class Model {
   Model() = default;
   Status Init();
   // y[t * y_stride + r] = W row r . x[t * x_stride ..] (strides 0: packed, cols / rows).
+  // exact: keep f32 activations where decode kernels would round them to f16 (the output
+  // projection: its logits choose tokens, and a 2^-11 rounding flipped greedy picks).
   void MatMul(const Matrix& w, const float* x, int64_t n_tok, float* y, Workspace& ws,
-              kernels::ThreadPool& pool, int64_t x_stride = 0, int64_t y_stride = 0) const;
+              kernels::ThreadPool& pool, int64_t x_stride = 0, int64_t y_stride = 0,
+              bool exact = false) const;
   // The block's parts that differ by family (arch.h).
   void ProjectQkv(const LayerWeights& L, int64_t n, Workspace& ws, kernels::ThreadPool& pool) const;
   void FeedForward(const LayerWeights& L, int64_t n, Workspace& ws,

@@ -30,6 +30,21 @@ std::vector<const KernelTable*> Simd() {
   return out;
 }
 
+// The reference for a table that quantizes a large batch's float activations itself
+// (QuantizesLargeBatches): each token alone, on prepare_act's activations. y: [n_tok][rows].
+std::vector<float> TokenByTokenReference(WType w, const uint8_t* weights, size_t row_bytes,
+                                         int64_t cols, const float* x, int64_t n_tok,
+                                         int64_t rows) {
+  const KernelTable& ref = ReferenceTable();
+  std::vector<uint8_t> xq(PreparedRowBytes(w, cols));
+  std::vector<float> y(static_cast<size_t>(n_tok * rows));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    ref.prepare_act(w, x + t * cols, xq.data(), cols);
+    ref.matmul_rows(w, weights, row_bytes, cols, xq.data(), 1, y.data() + t * rows, rows, 0, rows);
+  }
+  return y;
+}
+
 TEST(KernelsTest, DispatchPicksAvailableTable) {
   const auto tables = AvailableTables();
   ASSERT_FALSE(tables.empty());
@@ -54,8 +69,8 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
        {block, 3 * block, 7 * block + (block == 1 ? 5 : 0), (block == 256 ? 11 : 33) * block}) {
     for (int64_t rows : {1, 7, 17, 33}) {
       // 33 tokens take the dequantize-then-float GEMM path for quantized weights.
-      for (int64_t n_tok :
-           {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{9}, kDequantGemmMinTokens + 1}) {
+      for (int64_t n_tok : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{9},
+                            kDequantGemmMinTokens + 1}) {
         const size_t rb = *tensor::RowBytes(dt, cols);
         // One byte of offset makes every buffer unaligned.
         std::vector<uint8_t> wbuf(rb * rows + 1);
@@ -79,13 +94,13 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
         }
         ref.matmul_rows(w, wbuf.data() + 1, rb, cols, xref.data() + 1, n_tok, yref.data(), rows, 0,
                         rows);
-        // The AVX-512 decode path for f16 weights (1-2 tokens) rounds the activations to f16 as
-        // ggml does: each product is off by at most 2^-11 of |w x|, so its bound adds 2^-11 times
+        // The AVX-512 decode path for f16 and bf16 weights (1-2 tokens) rounds the activations to
+        // f16: each product is off by at most 2^-11 of |w x|, so its bound adds 2^-11 times
         // sum |w| |x| (the reference on the absolute values) to the f32 one.
         std::vector<float> abs_dot(yref.size(), 0.0f);
-        if (w == WType::kF16 && n_tok <= 2) {
+        if ((w == WType::kF16 || w == WType::kBF16) && n_tok <= 2) {
           std::vector<uint8_t> wabs(wbuf), xabs(xref);
-          for (size_t b = 2; b < wabs.size(); b += 2) wabs[b] &= 0x7f;  // f16 sign bits
+          for (size_t b = 2; b < wabs.size(); b += 2) wabs[b] &= 0x7f;  // f16/bf16 sign bits
           for (int64_t t = 0; t < n_tok; ++t) {
             auto* xf = reinterpret_cast<float*>(xabs.data() + 1 + t * xr);
             for (int64_t c = 0; c < cols; ++c) {
@@ -107,6 +122,10 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
           }
           // Prepared activations are bit-identical (same rounding rule).
           EXPECT_EQ(0, std::memcmp(xsimd.data() + 1, xref.data() + 1, xr * n_tok)) << k->name;
+          const std::vector<float> expected =
+              floats && QuantizesLargeBatches(*k, w)
+                  ? TokenByTokenReference(w, wbuf.data() + 1, rb, cols, x.data(), n_tok, rows)
+                  : yref;
           std::fill(ysimd.begin(), ysimd.end(), 0.0f);
           // Split the rows in two calls to test partial ranges.
           k->matmul_rows(w, wbuf.data() + 1, rb, cols, xsimd.data() + 1, n_tok, ysimd.data(), rows,
@@ -114,8 +133,8 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
           k->matmul_rows(w, wbuf.data() + 1, rb, cols, xsimd.data() + 1, n_tok, ysimd.data(), rows,
                          rows / 2, rows);
           for (size_t i = 0; i < yref.size(); ++i)
-            ASSERT_NEAR(ysimd[i], yref[i],
-                        1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(yref[i])) +
+            ASSERT_NEAR(ysimd[i], expected[i],
+                        1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(expected[i])) +
                             std::ldexp(static_cast<double>(abs_dot[i]), -11))
                 << k->name << " cols " << cols << " rows " << rows << " ntok " << n_tok << " i "
                 << i;
@@ -164,14 +183,20 @@ TEST_P(MatMulTest, PackedGemmMatchesReferenceAcrossBlockEdges) {
   std::vector<float> yref(static_cast<size_t>(n_tok * rows)), ysimd(yref.size());
   ReferenceTable().matmul_rows(w, wbuf.data() + 1, rb, cols, x.data() + 1, n_tok, yref.data(), rows,
                                0, rows);
+  std::vector<float> xf(static_cast<size_t>(n_tok * cols));
+  std::memcpy(xf.data(), x.data() + 1, xf.size() * 4);
   for (const KernelTable* k : Simd()) {
     std::fill(ysimd.begin(), ysimd.end(), 0.0f);
     k->matmul_rows(w, wbuf.data() + 1, rb, cols, x.data() + 1, n_tok, ysimd.data(), rows, 0, split);
     k->matmul_rows(w, wbuf.data() + 1, rb, cols, x.data() + 1, n_tok, ysimd.data(), rows, split,
                    rows);
+    const std::vector<float> expected =
+        QuantizesLargeBatches(*k, w)
+            ? TokenByTokenReference(w, wbuf.data() + 1, rb, cols, xf.data(), n_tok, rows)
+            : yref;
     for (size_t i = 0; i < yref.size(); ++i)
-      ASSERT_NEAR(ysimd[i], yref[i],
-                  1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(yref[i])))
+      ASSERT_NEAR(ysimd[i], expected[i],
+                  1e-5 * (std::sqrt(static_cast<double>(cols)) * 4 + std::fabs(expected[i])))
           << k->name << " token " << i / rows << " row " << i % rows;
   }
 }
@@ -216,31 +241,48 @@ TEST(KernelsTest, Avx512FloatMatMulDoesNotDependOnTheBatch) {
 }
 
 // Activations beyond f16's range (65504, e.g. an outlier feature) keep the float path in the
-// AVX-512 f16 decode kernel: the result matches the reference to f32 rounding, not f16's.
-TEST(KernelsTest, F16DecodeKeepsFloatActivationsBeyondHalfRange) {
+// AVX-512 f16/bf16 decode kernel, and so does matmul_rows_exact always: the result matches the
+// reference to f32 rounding, not f16's.
+TEST(KernelsTest, HalfWeightDecodeKeepsFloatActivationsBeyondHalfRange) {
   const int64_t cols = 100, rows = 5;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd;
-  const size_t rb = *tensor::RowBytes(tensor::DType::kF16, cols);
-  std::vector<uint8_t> wbuf(rb * rows);
-  std::vector<float> wrow(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (auto& v : wrow) v = nd(rng);
-    ASSERT_TRUE(tensor::QuantizeRow(tensor::DType::kF16, wrow.data(), wbuf.data() + r * rb, cols)
-                    .ok());
-  }
-  for (float outlier : {1e5f, -7e4f}) {
-    std::vector<float> x(static_cast<size_t>(cols));
-    for (auto& v : x) v = nd(rng) * 1e-3f;  // small values f16 would round visibly
-    x[37] = outlier;
-    std::vector<float> yref(rows), ysimd(rows);
-    const auto* xp = reinterpret_cast<const uint8_t*>(x.data());
-    ReferenceTable().matmul_rows(WType::kF16, wbuf.data(), rb, cols, xp, 1, yref.data(), rows, 0,
-                                 rows);
-    for (const KernelTable* k : Simd()) {
-      k->matmul_rows(WType::kF16, wbuf.data(), rb, cols, xp, 1, ysimd.data(), rows, 0, rows);
-      for (int64_t r = 0; r < rows; ++r)
-        EXPECT_NEAR(ysimd[r], yref[r], 1e-6 * std::fabs(outlier) * 4) << k->name << " row " << r;
+  for (WType w : {WType::kF16, WType::kBF16}) {
+    const auto dt = static_cast<tensor::DType>(w);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd;
+    const size_t rb = *tensor::RowBytes(dt, cols);
+    std::vector<uint8_t> wbuf(rb * rows);
+    std::vector<float> wrow(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : wrow) v = nd(rng);
+      ASSERT_TRUE(tensor::QuantizeRow(dt, wrow.data(), wbuf.data() + r * rb, cols).ok());
+    }
+    // matmul_rows_exact keeps f32 activations in range too: f32 rounding against the reference.
+    {
+      std::vector<float> x(static_cast<size_t>(cols));
+      for (auto& v : x) v = nd(rng);
+      std::vector<float> yref(rows), ysimd(rows);
+      const auto* xp = reinterpret_cast<const uint8_t*>(x.data());
+      ReferenceTable().matmul_rows(w, wbuf.data(), rb, cols, xp, 1, yref.data(), rows, 0, rows);
+      for (const KernelTable* k : Simd()) {
+        k->matmul_rows_exact(w, wbuf.data(), rb, cols, xp, 1, ysimd.data(), rows, 0, rows);
+        for (int64_t r = 0; r < rows; ++r)
+          EXPECT_NEAR(ysimd[r], yref[r], 1e-5 * (std::sqrt(double{cols}) * 4 + std::fabs(yref[r])))
+              << k->name << " exact " << tensor::DTypeName(dt) << " row " << r;
+      }
+    }
+    for (float outlier : {1e5f, -7e4f}) {
+      std::vector<float> x(static_cast<size_t>(cols));
+      for (auto& v : x) v = nd(rng) * 1e-3f;  // small values f16 would round visibly
+      x[37] = outlier;
+      std::vector<float> yref(rows), ysimd(rows);
+      const auto* xp = reinterpret_cast<const uint8_t*>(x.data());
+      ReferenceTable().matmul_rows(w, wbuf.data(), rb, cols, xp, 1, yref.data(), rows, 0, rows);
+      for (const KernelTable* k : Simd()) {
+        k->matmul_rows(w, wbuf.data(), rb, cols, xp, 1, ysimd.data(), rows, 0, rows);
+        for (int64_t r = 0; r < rows; ++r)
+          EXPECT_NEAR(ysimd[r], yref[r], 1e-6 * std::fabs(outlier) * 4)
+              << k->name << " " << tensor::DTypeName(dt) << " row " << r;
+      }
     }
   }
 }

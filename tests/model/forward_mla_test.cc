@@ -12,6 +12,7 @@
 
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
+#include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
 #include "kvstore/paged_kv_cache.h"
 #include "model/model.h"
@@ -458,8 +459,13 @@ TEST(MlaRandomModels, EveryFormMatchesTheOracle) {
 // Block codecs on latent rows: q8_0 and q4_0 need rows that are a multiple of 32 (64 + 32 = 96
 // here). Both forms read the same quantized rows, so they agree closely; the cache's own rounding
 // moves the logits from the f32 cache by a bounded amount (measured: q8_0 9e-4, q4_0 1.4e-2 of
-// the largest logit).
+// the largest logit). The two forms run different f16 matmuls one token at a time, so where decode
+// rounds their activations to f16 (the AVX-512 kernels) they differ by that rounding too
+// (measured 9.4e-4).
 TEST(MlaRandomModels, BlockQuantizedLatentCache) {
+  const double forms_bound =
+      kernels::RoundsDecodeActivationsToHalf(kernels::Active(), kernels::WType::kF16) ? 2e-3
+                                                                                      : 5e-4;
   auto vocab = gguf::GgufFile::Open(kvforge::testing::SharedDir() + "/models/stories260K.gguf");
   ASSERT_TRUE(vocab.ok());
   const RandomModelSpec s = SmallDeepseek2(2);
@@ -487,7 +493,7 @@ TEST(MlaRandomModels, BlockQuantizedLatentCache) {
     for (size_t i = 0; i < 30; ++i)
       naive_rows[i].assign(naive.begin() + i * V, naive.begin() + (i + 1) * V);
     const double err = MaxRelError(absorbed, want_rows);
-    EXPECT_LT(MaxRelError(absorbed, naive_rows), 5e-4) << static_cast<int>(c.dtype);
+    EXPECT_LT(MaxRelError(absorbed, naive_rows), forms_bound) << static_cast<int>(c.dtype);
     EXPECT_LT(err, c.vs_f32) << static_cast<int>(c.dtype);
     EXPECT_GT(err, 1e-6) << "the cache did not quantize";
   }

@@ -17,8 +17,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/avx2_util.h"
+// First: <immintrin.h> with gcc 12's AVX-512 header warnings silenced (avx512_intrinsics.h).
 #include "kernels/avx512_intrinsics.h"
+// (kept apart so that include sorting leaves it first)
+#include "kernels/avx2_util.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_common.h"
 

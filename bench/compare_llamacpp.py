@@ -233,6 +233,7 @@ def main():
     tests = [t for t in a.tests.split(",") if t]
     for t in tests:
         parse_test(t)  # fail before any work on a bad name
+    os.makedirs(a.dir, exist_ok=True)
     cpu, flags = cpu_info()
     pairs = pick_pairs(a.peer, os.path.abspath(a.peers_root), a.kernels, flags)
     print(f"kvforge vs llama.cpp b10573 on {cpu}, {a.rounds} rounds alternating, KV {a.kv_dtype}, "

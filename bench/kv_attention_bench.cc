@@ -15,7 +15,9 @@ namespace {
 
 using kvforge::kvquant::KvDtype;
 
-void BM_DecodeAttention(benchmark::State& state, KvDtype dtype) {
+// rows: the whole-row decode kernel (attention_decode_part, one part) instead of the per-head
+// attention entry; only plain f32 / f16 rows.
+void RunDecodeAttention(benchmark::State& state, KvDtype dtype, bool rows) {
   const int32_t heads = 12, dim = 64, values = heads * dim;
   const int64_t depth = state.range(0);
   kvforge::kvstore::PagedKvCacheConfig cfg;
@@ -55,8 +57,12 @@ void BM_DecodeAttention(benchmark::State& state, KvDtype dtype) {
   a.k = (*cache)->KeyView(0, 0);
   a.v = (*cache)->ValueView(0, 0);
   const auto& table = kvforge::kernels::Active();
+  std::vector<float> m(static_cast<size_t>(heads)), l(m.size());
   for (auto _ : state) {
-    table.attention(a, 0, heads, scratch.data());
+    if (rows)
+      table.attention_decode_part(a, 0, depth, out.data(), m.data(), l.data());
+    else
+      table.attention(a, 0, heads, scratch.data());
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = static_cast<double>((*cache)->store().bytes_per_token()) * depth;
@@ -64,9 +70,18 @@ void BM_DecodeAttention(benchmark::State& state, KvDtype dtype) {
   state.SetLabel(table.name);
 }
 
+void BM_DecodeAttention(benchmark::State& state, KvDtype dtype) {
+  RunDecodeAttention(state, dtype, /*rows=*/false);
+}
+void BM_DecodeAttentionRows(benchmark::State& state, KvDtype dtype) {
+  RunDecodeAttention(state, dtype, /*rows=*/true);
+}
+
 #define KV_ATTN(name, dtype) \
   BENCHMARK_CAPTURE(BM_DecodeAttention, name, dtype)->Arg(512)->Arg(2048)->Arg(8192)
 
+BENCHMARK_CAPTURE(BM_DecodeAttentionRows, f32, KvDtype::kF32)->Arg(512)->Arg(2048)->Arg(8192);
+BENCHMARK_CAPTURE(BM_DecodeAttentionRows, f16, KvDtype::kF16)->Arg(512)->Arg(2048)->Arg(8192);
 KV_ATTN(f32, KvDtype::kF32);
 KV_ATTN(f16, KvDtype::kF16);
 KV_ATTN(bf16, KvDtype::kBf16);

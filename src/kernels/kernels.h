@@ -177,7 +177,25 @@ struct KernelTable {
   void (*matmul_rows_exact)(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
                             const uint8_t* x_prepared, int64_t n_tok, float* y, int64_t y_stride,
                             int64_t r0, int64_t r1);
+  // One part of one decode query's attention (a.n_q == 1, DecodePartApplies(a)) over slots
+  // [slot_begin, slot_end) of every KV head, each row read once, all heads, in slot order: a
+  // sequential stream the hardware prefetchers follow (a walk per KV head reads head_dim values
+  // every row and streamed at a third of the bandwidth). Per query head h of a.n_head:
+  //   m[h] = max_p s_hp, l[h] = sum_p exp(s_hp - m[h]),
+  //   o[h * v_dim + d] = sum_p exp(s_hp - m[h]) V_p[d]   (not normalized; MergeDecodeParts),
+  // s_hp = scale * q_h . K_p. An empty range gives m = -inf, l = 0, o = 0. a.out is not written.
+  void (*attention_decode_part)(const AttentionArgs& a, int64_t slot_begin, int64_t slot_end,
+                                float* o, float* m, float* l);
 };
+
+// Whether attention_decode_part computes a's attention: one query, plain f32 / f16 K and V rows
+// (no residual window), no dead slots, no observer, head widths multiples of 8.
+bool DecodePartApplies(const AttentionArgs& a);
+// Combines n_parts partial results of attention_decode_part over disjoint slot ranges of one
+// query into out[h * v_dim + d] (the normalized attention output, a.out's layout):
+//   o: [n_parts][n_head][v_dim], m, l: [n_parts][n_head].
+void MergeDecodeParts(int64_t n_parts, int32_t n_head, int32_t v_dim, const float* o,
+                      const float* m, const float* l, float* out);
 
 const KernelTable& ReferenceTable();
 // Best table for this CPU (AVX-512 when available, else AVX2, else the reference), unless the

@@ -593,7 +593,8 @@ int64_t FmaLoopAvx2(int64_t iterations) {
 
 }  // namespace
 
-const KernelTable kAvx2Table = {"avx2",   PrepareActAvx2, MatMulRowsAvx2, RmsNormAvx2,   SwigluAvx2,
-                                GeluAvx2, AttentionAvx2,  FmaLoopAvx2,    MatMulRowsAvx2};
+const KernelTable kAvx2Table = {
+    "avx2",   PrepareActAvx2, MatMulRowsAvx2, RmsNormAvx2,    SwigluAvx2,
+    GeluAvx2, AttentionAvx2,  FmaLoopAvx2,    MatMulRowsAvx2, AttentionDecodePartAvx2};
 
 }  // namespace kvforge::kernels::internal

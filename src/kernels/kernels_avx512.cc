@@ -410,11 +410,22 @@ void GeluFwd(const float* x, const float* up, float* out, int64_t n) {
 void AttentionFwd(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
   kAvx2Table.attention(a, kvh_begin, kvh_end, scratch);
 }
+void AttentionDecodePartFwd(const AttentionArgs& a, int64_t slot_begin, int64_t slot_end, float* o,
+                            float* m, float* l) {
+  kAvx2Table.attention_decode_part(a, slot_begin, slot_end, o, m, l);
+}
 
 }  // namespace
 
-const KernelTable kAvx512Table = {"avx512",     PrepareActFwd, MatMulRowsAvx512,
-                                  RmsNormFwd,   SwigluFwd,     GeluFwd,
-                                  AttentionFwd, FmaLoopAvx512, MatMulRowsExactAvx512};
+const KernelTable kAvx512Table = {"avx512",
+                                  PrepareActFwd,
+                                  MatMulRowsAvx512,
+                                  RmsNormFwd,
+                                  SwigluFwd,
+                                  GeluFwd,
+                                  AttentionFwd,
+                                  FmaLoopAvx512,
+                                  MatMulRowsExactAvx512,
+                                  AttentionDecodePartFwd};
 
 }  // namespace kvforge::kernels::internal

@@ -205,6 +205,10 @@ void GeluFwd(const float* x, const float* up, float* out, int64_t n) {
 void AttentionFwd(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch) {
   kAvx512Table.attention(a, kvh_begin, kvh_end, scratch);
 }
+void AttentionDecodePartFwd(const AttentionArgs& a, int64_t slot_begin, int64_t slot_end, float* o,
+                            float* m, float* l) {
+  kAvx512Table.attention_decode_part(a, slot_begin, slot_end, o, m, l);
+}
 int64_t FmaLoopFwd(int64_t iterations) { return kAvx512Table.fma_loop(iterations); }
 void MatMulRowsExactVnni(WType w, const uint8_t* weights, size_t row_bytes, int64_t cols,
                          const uint8_t* x, int64_t n_tok, float* y, int64_t y_stride, int64_t r0,
@@ -218,8 +222,8 @@ void MatMulRowsExactVnni(WType w, const uint8_t* weights, size_t row_bytes, int6
 
 }  // namespace
 
-const KernelTable kAvx512VnniTable = {"avx512vnni", PrepareActFwd, MatMulRowsVnni,
-                                      RmsNormFwd,   SwigluFwd,     GeluFwd,
-                                      AttentionFwd, FmaLoopFwd,    MatMulRowsExactVnni};
+const KernelTable kAvx512VnniTable = {
+    "avx512vnni", PrepareActFwd, MatMulRowsVnni, RmsNormFwd,          SwigluFwd,
+    GeluFwd,      AttentionFwd,  FmaLoopFwd,     MatMulRowsExactVnni, AttentionDecodePartFwd};
 
 }  // namespace kvforge::kernels::internal

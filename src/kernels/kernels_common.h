@@ -126,6 +126,9 @@ extern const KernelTable kAvx512VnniTable;
 // AVX2 attention for plain f32/f16 views; hands every other view to AttentionQuantAvx2
 // (attention_avx2.cc).
 void AttentionAvx2(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, float* scratch);
+// AVX2 attention_decode_part: rows in slot order, all heads per row (attention_decode_avx2.cc).
+void AttentionDecodePartAvx2(const AttentionArgs& a, int64_t slot_begin, int64_t slot_end, float* o,
+                             float* m, float* l);
 // AVX2 attention for views that are not plain f32/f16 (quantized dtypes, a residual window):
 // dequantizes tiles of at most 32 tokens of one KV head into a small buffer
 // (attention_quant_avx2.cc).

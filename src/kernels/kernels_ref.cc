@@ -1,7 +1,9 @@
 // Scalar reference kernels: the oracle every SIMD variant is tested against. Float sums use
 // plain left-to-right accumulation.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -367,6 +369,38 @@ void AttentionRef(const AttentionArgs& a, int32_t kvh_begin, int32_t kvh_end, fl
   }
 }
 
+// Two passes per query head over the range: the scores, then their exponentials.
+void AttentionDecodePartRef(const AttentionArgs& a, int64_t slot_begin, int64_t slot_end, float* o,
+                            float* m, float* l) {
+  const int32_t group = a.n_head / a.n_kv_head;
+  const int32_t vd = a.VDim();
+  std::vector<float> kv(static_cast<size_t>(std::max(a.head_dim, a.v.head_dim)));
+  std::vector<float> s(static_cast<size_t>(std::max<int64_t>(slot_end - slot_begin, 0)));
+  for (int32_t h = 0; h < a.n_head; ++h) {
+    const int32_t kvh = h / group;
+    const float* q = a.q + static_cast<int64_t>(h) * a.head_dim;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t p = slot_begin; p < slot_end; ++p) {
+      internal::DecodeKvHeadRef(a.k, p, kvh, kv.data());
+      float dot = 0;
+      for (int32_t d = 0; d < a.head_dim; ++d) dot += q[d] * kv[d];
+      s[static_cast<size_t>(p - slot_begin)] = dot * a.scale;
+      mx = std::max(mx, dot * a.scale);
+    }
+    float* oh = o + static_cast<int64_t>(h) * vd;
+    for (int32_t d = 0; d < vd; ++d) oh[d] = 0;
+    double sum = 0;
+    for (int64_t p = slot_begin; p < slot_end; ++p) {
+      const float w = std::exp(s[static_cast<size_t>(p - slot_begin)] - mx);
+      sum += w;
+      internal::DecodeKvHeadRef(a.v, p, kvh, kv.data());
+      for (int32_t d = 0; d < vd; ++d) oh[d] += w * kv[d];
+    }
+    m[h] = mx;
+    l[h] = static_cast<float>(sum);
+  }
+}
+
 // Eight scalar chains (enough to cover a scalar FMA's latency on current cores).
 int64_t FmaLoopRef(int64_t iterations) {
   float a[8] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
@@ -378,8 +412,9 @@ int64_t FmaLoopRef(int64_t iterations) {
   return iterations * 8 * 2;
 }
 
-const KernelTable kRefTable = {"ref",   PrepareActRef, MatMulRowsRef, RmsNormRef,   SwigluRef,
-                               GeluRef, AttentionRef,  FmaLoopRef,    MatMulRowsRef};
+const KernelTable kRefTable = {
+    "ref",   PrepareActRef, MatMulRowsRef, RmsNormRef,    SwigluRef,
+    GeluRef, AttentionRef,  FmaLoopRef,    MatMulRowsRef, AttentionDecodePartRef};
 
 }  // namespace
 

@@ -62,6 +62,100 @@ int32_t QueryHeadSplits(const Batch& batch, const AttentionJob& job,
   return static_cast<int32_t>(std::min<int64_t>(job.n_head, (want + tasks - 1) / tasks));
 }
 
+namespace {
+
+// The arguments of one sequence's attention over every head (the task loop below narrows them).
+kernels::AttentionArgs SequenceArgs(const SeqChunk& s, const AttentionJob& job,
+                                    kvstore::KvAccess& kv, size_t si, bool own_views) {
+  kernels::AttentionArgs a;
+  a.q = job.q + s.token_begin * job.q_stride;
+  a.q_stride = job.q_stride;
+  a.out = job.out + s.token_begin * job.out_stride;
+  a.out_stride = job.out_stride;
+  a.n_q = s.n_tokens;
+  a.slot0 = s.first_slot();
+  a.n_head = job.n_head;
+  a.n_kv_head = job.n_kv_head;
+  a.head_dim = job.head_dim;
+  a.v_dim = job.v_dim;
+  a.scale = job.scale;
+  a.k = own_views ? job.k_views[si] : kv.KeyView(job.layer, s.kv_seq);
+  a.v = own_views ? job.v_views[si] : kv.ValueView(job.layer, s.kv_seq);
+  return a;
+}
+
+// Whether sequence si's attention in this layer reads whole rows (attention_decode_part): one
+// query over the cache's plain float rows, nothing observed, not sparse, no dead slot in any head.
+bool ReadsWholeRows(const SeqChunk& s, const AttentionJob& job, kvstore::KvAccess& kv, size_t si) {
+  if (s.n_tokens != 1 || (s.observed != nullptr && s.observe_from < 1)) return false;
+  if (s.sparse != nullptr && job.layer >= s.sparse->dense_layers) return false;
+  for (int32_t h = 0; h < job.n_kv_head; ++h) {
+    const kvstore::SlotRange dead = kv.DeadSlots(job.layer, s.kv_seq, h);
+    if (dead.begin < dead.end) return false;
+  }
+  return kernels::DecodePartApplies(SequenceArgs(s, job, kv, si, /*own_views=*/false));
+}
+
+// Decode sequences read row by row, each split into parts of at least kMinPartSlots slots (block
+// aligned) when there are fewer sequences than threads, so a lone long sequence still streams on
+// every core; the parts' partial softmax sums are merged per sequence afterwards.
+void RunDecodeParts(const Batch& batch, const AttentionJob& job, kvstore::KvAccess& kv,
+                    const std::vector<size_t>& seqs, Workspace& ws, kernels::ThreadPool& pool) {
+  if (seqs.empty()) return;
+  constexpr int64_t kMinPartSlots = 256;
+  struct Part {
+    size_t seq;
+    int64_t begin, end;
+  };
+  std::vector<Part> parts;
+  std::vector<size_t> first_part;  // per entry of seqs, its first part; then parts.size()
+  const int64_t threads = pool.num_threads();
+  const int64_t per_seq = static_cast<int64_t>(seqs.size()) >= threads
+                              ? 1
+                              : (2 * threads + static_cast<int64_t>(seqs.size()) - 1) /
+                                    static_cast<int64_t>(seqs.size());
+  for (size_t si : seqs) {
+    const SeqChunk& s = batch.seqs[si];
+    const int64_t n_kv = s.first_slot() + 1;
+    const int64_t bt = std::max<int64_t>(1, kv.KeyView(job.layer, s.kv_seq).block_tokens);
+    const int64_t n = std::max<int64_t>(1, std::min(per_seq, n_kv / kMinPartSlots));
+    first_part.push_back(parts.size());
+    int64_t begin = 0;
+    for (int64_t i = 1; i <= n; ++i) {
+      const int64_t end = i == n ? n_kv : (n_kv * i / n + bt - 1) / bt * bt;
+      if (end > begin) parts.push_back({si, begin, end});
+      begin = std::max(begin, end);
+    }
+  }
+  first_part.push_back(parts.size());
+  const int64_t nh = job.n_head, vd = job.v_dim > 0 ? job.v_dim : job.head_dim;
+  const int64_t np = static_cast<int64_t>(parts.size());
+  // [parts][n_head][v_dim] unnormalized outputs, then [parts][n_head] maxima and [parts][n_head]
+  // sums.
+  ws.decode_parts.resize(static_cast<size_t>(np * (nh * vd + 2 * nh)));
+  float* o = ws.decode_parts.data();
+  float* m = o + np * nh * vd;
+  float* l = m + np * nh;
+  const kernels::KernelTable& kt = kernels::Active();
+  pool.ParallelForDynamic(np, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t pi = b; pi < e; ++pi) {
+      const Part& part = parts[static_cast<size_t>(pi)];
+      const kernels::AttentionArgs a =
+          SequenceArgs(batch.seqs[part.seq], job, kv, part.seq, /*own_views=*/false);
+      kt.attention_decode_part(a, part.begin, part.end, o + pi * nh * vd, m + pi * nh, l + pi * nh);
+    }
+  });
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqChunk& s = batch.seqs[seqs[i]];
+    const auto p0 = static_cast<int64_t>(first_part[i]);
+    const int64_t n = static_cast<int64_t>(first_part[i + 1]) - p0;
+    kernels::MergeDecodeParts(n, job.n_head, static_cast<int32_t>(vd), o + p0 * nh * vd,
+                              m + p0 * nh, l + p0 * nh, job.out + s.token_begin * job.out_stride);
+  }
+}
+
+}  // namespace
+
 // Tasks are (sequence, kv head, query chunk, query heads) so prefill and MQA still split. A task
 // that observes for a policy gets its own row of ws.observed (no sharing between threads), summed
 // into the sequence's row after the parallel loop (the weights are sums over query heads, so a
@@ -84,9 +178,14 @@ void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvA
   // head's rows are shared by 4x more queries (still 8 tasks per head of a 512-token chunk).
   constexpr int64_t kLongQChunk = 64;
   int64_t n_observing = 0, max_kv = 0;
-  std::vector<size_t> seqs = job.seqs;
-  if (seqs.empty())
-    for (size_t si = 0; si < batch.seqs.size(); ++si) seqs.push_back(si);
+  std::vector<size_t> all = job.seqs;
+  if (all.empty())
+    for (size_t si = 0; si < batch.seqs.size(); ++si) all.push_back(si);
+  std::vector<size_t> seqs, row_seqs;  // the per-head tasks below; the whole-row decode parts
+  for (size_t si : all)
+    (!own_views && ReadsWholeRows(batch.seqs[si], job, kv, si) ? row_seqs : seqs).push_back(si);
+  RunDecodeParts(batch, job, kv, row_seqs, ws, pool);
+  if (seqs.empty()) return;
   const int32_t group = job.n_head / job.n_kv_head;
   const int32_t splits = QueryHeadSplits(batch, job, seqs, kQChunk, pool.num_threads());
   for (size_t si : seqs) {

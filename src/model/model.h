@@ -78,6 +78,7 @@ class Workspace {
   std::vector<uint8_t> act;                 // prepared activations
   std::vector<std::vector<float>> scratch;  // per-thread attention scores
   std::vector<float> observed;              // [tasks][slots] observer rows of one layer
+  std::vector<float> decode_parts;          // whole-row decode: partial outputs, maxima, sums
   // MLA (H heads, R latent, P RoPE, N nope, Vh value dims): mla_qf [tokens][H (N + P)] the
   // query; mla_q [tokens][H (R + P)] the absorbed query; mla_out [tokens][H R] attention over
   // latents; gather_in / gather_out [tokens][max width] one head's rows; the naive path's

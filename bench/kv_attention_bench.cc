@@ -16,12 +16,15 @@ namespace {
 using kvforge::kvquant::KvDtype;
 
 // rows: the whole-row decode kernel (attention_decode_part, one part) instead of the per-head
-// attention entry; only plain f32 / f16 rows.
+// attention entry; only plain f32 / f16 rows. Arguments: depth, layers (each iteration attends in
+// every layer in turn: 12 layers at depth 2048 are 75 MB of f16 KV, past the last-level cache, as
+// in a decode step; one layer at 2048 stays in it).
 void RunDecodeAttention(benchmark::State& state, KvDtype dtype, bool rows) {
   const int32_t heads = 12, dim = 64, values = heads * dim;
   const int64_t depth = state.range(0);
+  const auto layers = static_cast<int32_t>(state.range(1));
   kvforge::kvstore::PagedKvCacheConfig cfg;
-  cfg.store.n_layer = 1;
+  cfg.store.n_layer = layers;
   cfg.store.n_kv_head = heads;
   cfg.store.head_dim = dim;
   cfg.store.block_tokens = 32;
@@ -41,8 +44,10 @@ void RunDecodeAttention(benchmark::State& state, KvDtype dtype, bool rows) {
   for (auto& x : q) x = nd(rng);
   (void)(*cache)->AddSequence(0, depth);
   // Prefill then one decode-step write, so a KIVI window is in its steady state (<= 128 tokens).
-  (*cache)->Write(0, 0, 0, depth - 1, k.data(), v.data(), values);
-  (*cache)->Write(0, 0, depth - 1, 1, k.data(), v.data(), values);
+  for (int32_t layer = 0; layer < layers; ++layer) {
+    (*cache)->Write(layer, 0, 0, depth - 1, k.data(), v.data(), values);
+    (*cache)->Write(layer, 0, depth - 1, 1, k.data(), v.data(), values);
+  }
   kvforge::kernels::AttentionArgs a;
   a.q = q.data();
   a.q_stride = values;
@@ -54,15 +59,17 @@ void RunDecodeAttention(benchmark::State& state, KvDtype dtype, bool rows) {
   a.n_kv_head = heads;
   a.head_dim = dim;
   a.scale = 0.125f;
-  a.k = (*cache)->KeyView(0, 0);
-  a.v = (*cache)->ValueView(0, 0);
   const auto& table = kvforge::kernels::Active();
   std::vector<float> m(static_cast<size_t>(heads)), l(m.size());
   for (auto _ : state) {
-    if (rows)
-      table.attention_decode_part(a, 0, depth, out.data(), m.data(), l.data());
-    else
-      table.attention(a, 0, heads, scratch.data());
+    for (int32_t layer = 0; layer < layers; ++layer) {
+      a.k = (*cache)->KeyView(layer, 0);
+      a.v = (*cache)->ValueView(layer, 0);
+      if (rows)
+        table.attention_decode_part(a, 0, depth, out.data(), m.data(), l.data());
+      else
+        table.attention(a, 0, heads, scratch.data());
+    }
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = static_cast<double>((*cache)->store().bytes_per_token()) * depth;
@@ -77,11 +84,22 @@ void BM_DecodeAttentionRows(benchmark::State& state, KvDtype dtype) {
   RunDecodeAttention(state, dtype, /*rows=*/true);
 }
 
-#define KV_ATTN(name, dtype) \
-  BENCHMARK_CAPTURE(BM_DecodeAttention, name, dtype)->Arg(512)->Arg(2048)->Arg(8192)
+#define KV_ATTN(name, dtype)                         \
+  BENCHMARK_CAPTURE(BM_DecodeAttention, name, dtype) \
+      ->Args({512, 1})                               \
+      ->Args({2048, 1})                              \
+      ->Args({8192, 1})
 
-BENCHMARK_CAPTURE(BM_DecodeAttentionRows, f32, KvDtype::kF32)->Arg(512)->Arg(2048)->Arg(8192);
-BENCHMARK_CAPTURE(BM_DecodeAttentionRows, f16, KvDtype::kF16)->Arg(512)->Arg(2048)->Arg(8192);
+BENCHMARK_CAPTURE(BM_DecodeAttentionRows, f32, KvDtype::kF32)
+    ->Args({512, 1})
+    ->Args({2048, 1})
+    ->Args({8192, 1});
+BENCHMARK_CAPTURE(BM_DecodeAttentionRows, f16, KvDtype::kF16)
+    ->Args({512, 1})
+    ->Args({2048, 1})
+    ->Args({2048, 12})
+    ->Args({8192, 1});
+BENCHMARK_CAPTURE(BM_DecodeAttention, f16_layers, KvDtype::kF16)->Args({2048, 12});
 KV_ATTN(f32, KvDtype::kF32);
 KV_ATTN(f16, KvDtype::kF16);
 KV_ATTN(bf16, KvDtype::kBf16);

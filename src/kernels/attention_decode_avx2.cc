@@ -54,11 +54,70 @@ inline __m128 Dot4Heads(const float* const q[4], const uint8_t* const k[4], int6
   return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
+// How a K or V row holds its heads. Float rows: head h at h * head_stride, read 8 values at a
+// time. q8_0 rows (llama.cpp blocks along the row, head_dim a multiple of 32): head h is
+// head_dim / 32 blocks of {f16 d, int8 qs[32]} at h * head_dim / 32 * 34; a block's scale is
+// applied once per block (to the dot product, or to the weight of a V row).
+template <bool kF16>
+struct FloatRows {
+  static constexpr bool kFloat = true;
+  static const uint8_t* Head(const KvPageView& v, const uint8_t* row, int32_t kvh) {
+    return row + static_cast<size_t>(kvh) * v.head_stride;
+  }
+  static float Dot(const float* q, const uint8_t* seg, int64_t hd) {
+    return Dot1Row<kF16>(q, seg, hd);
+  }
+  static __m128 Dot4(const float* const q[4], const uint8_t* const k[4], int64_t hd) {
+    return Dot4Heads<kF16>(q, k, hd);
+  }
+  static void Axpy(float w, const uint8_t* seg, int64_t vd, float* o) {
+    const __m256 wv = _mm256_set1_ps(w);
+    for (int64_t d = 0; d < vd; d += 8)
+      _mm256_storeu_ps(o + d, _mm256_fmadd_ps(wv, Load8<kF16>(seg, d), _mm256_loadu_ps(o + d)));
+  }
+};
+
+struct Q8Rows {
+  static constexpr bool kFloat = false;
+  static constexpr size_t kBlockBytes = 34;
+  static const uint8_t* Head(const KvPageView& v, const uint8_t* row, int32_t kvh) {
+    return row + static_cast<size_t>(kvh) * static_cast<size_t>(v.head_dim / 32) * kBlockBytes;
+  }
+  // 8 int8 codes at qs as floats.
+  static __m256 Codes8(const uint8_t* qs) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs))));
+  }
+  static float Dot(const float* q, const uint8_t* seg, int64_t hd) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < hd / 32; ++b, seg += kBlockBytes, q += 32) {
+      __m256 blk = _mm256_mul_ps(_mm256_loadu_ps(q), Codes8(seg + 2));
+      blk = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8), Codes8(seg + 10), blk);
+      blk = _mm256_fmadd_ps(_mm256_loadu_ps(q + 16), Codes8(seg + 18), blk);
+      blk = _mm256_fmadd_ps(_mm256_loadu_ps(q + 24), Codes8(seg + 26), blk);
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(LoadHalf(seg)), blk, acc);
+    }
+    return HSum(acc);
+  }
+  static __m128 Dot4(const float* const q[4], const uint8_t* const k[4], int64_t hd) {
+    return _mm_setr_ps(Dot(q[0], k[0], hd), Dot(q[1], k[1], hd), Dot(q[2], k[2], hd),
+                       Dot(q[3], k[3], hd));
+  }
+  static void Axpy(float w, const uint8_t* seg, int64_t vd, float* o) {
+    for (int64_t b = 0; b < vd / 32; ++b, seg += kBlockBytes, o += 32) {
+      const __m256 wd = _mm256_set1_ps(w * LoadHalf(seg));
+      for (int i = 0; i < 4; ++i)
+        _mm256_storeu_ps(o + 8 * i,
+                         _mm256_fmadd_ps(wd, Codes8(seg + 2 + 8 * i), _mm256_loadu_ps(o + 8 * i)));
+    }
+  }
+};
+
 // Scores of every query head against rows [0, cnt) from krow0, into st[j * n_head + h] (row-major:
 // one vector store per 4 heads). Each row is read once from its first byte to its last, heads in
 // order: only that order streams at the memory's sequential rate (a walk of 4 rows at a time,
 // head by head, read 14 against 35 GB/s in a one-thread test over 48 MB).
-template <bool kF16>
+template <class Rows>
 void ChunkScores(const AttentionArgs& a, const uint8_t* krow0, int64_t cnt, float* st) {
   const int32_t nh = a.n_head, group = nh / a.n_kv_head;
   const int64_t hd = a.head_dim;
@@ -67,18 +126,18 @@ void ChunkScores(const AttentionArgs& a, const uint8_t* krow0, int64_t cnt, floa
     const uint8_t* row = krow0 + static_cast<size_t>(j) * a.k.token_stride;
     float* sj = st + j * nh;
     int32_t h = 0;
-    for (; h + 4 <= nh; h += 4) {
+    for (; Rows::kFloat && h + 4 <= nh; h += 4) {
       const float* q[4];
       const uint8_t* k[4];
       for (int i = 0; i < 4; ++i) {
         q[i] = a.q + static_cast<int64_t>(h + i) * hd;
-        k[i] = row + static_cast<size_t>((h + i) / group) * a.k.head_stride;
+        k[i] = Rows::Head(a.k, row, (h + i) / group);
       }
-      _mm_storeu_ps(sj + h, _mm_mul_ps(Dot4Heads<kF16>(q, k, hd), scale));
+      _mm_storeu_ps(sj + h, _mm_mul_ps(Rows::Dot4(q, k, hd), scale));
     }
     for (; h < nh; ++h)
-      sj[h] = a.scale * Dot1Row<kF16>(a.q + static_cast<int64_t>(h) * hd,
-                                      row + static_cast<size_t>(h / group) * a.k.head_stride, hd);
+      sj[h] = a.scale *
+              Rows::Dot(a.q + static_cast<int64_t>(h) * hd, Rows::Head(a.k, row, h / group), hd);
   }
 }
 
@@ -132,38 +191,23 @@ void ChunkWeights(int32_t nh, int64_t vd, int64_t cnt, float* s, float* o, float
 
 // o[h] += sum_j w[h][j] * V_j[h / group] over rows [0, cnt) from vrow0, each row read from its
 // first byte to its last (as in ChunkScores); the accumulators live in o ([n_head][vd] floats,
-// in L1). A group's query heads share each V segment's conversion.
-template <bool kF16>
+// in L1).
+template <class Rows>
 void ChunkValues(const AttentionArgs& a, const uint8_t* vrow0, int64_t cnt, const float* w,
                  float* o) {
-  const int32_t nh = a.n_head, group = nh / a.n_kv_head;
+  const int32_t group = a.n_head / a.n_kv_head;
   const int64_t vd = a.VDim();
   for (int64_t j = 0; j < cnt; ++j) {
     const uint8_t* row = vrow0 + static_cast<size_t>(j) * a.v.token_stride;
     for (int32_t kvh = 0; kvh < a.n_kv_head; ++kvh) {
-      const uint8_t* seg = row + static_cast<size_t>(kvh) * a.v.head_stride;
-      const int32_t h0 = kvh * group;
-      if (group == 1) {
-        const __m256 wv = _mm256_set1_ps(w[h0 * kChunkRows + j]);
-        float* oh = o + h0 * vd;
-        for (int64_t d = 0; d < vd; d += 8)
-          _mm256_storeu_ps(oh + d,
-                           _mm256_fmadd_ps(wv, Load8<kF16>(seg, d), _mm256_loadu_ps(oh + d)));
-        continue;
-      }
-      for (int64_t d = 0; d < vd; d += 8) {
-        const __m256 x = Load8<kF16>(seg, d);
-        for (int32_t g = 0; g < group; ++g) {
-          float* od = o + (h0 + g) * vd + d;
-          _mm256_storeu_ps(od, _mm256_fmadd_ps(_mm256_set1_ps(w[(h0 + g) * kChunkRows + j]), x,
-                                               _mm256_loadu_ps(od)));
-        }
-      }
+      const uint8_t* seg = Rows::Head(a.v, row, kvh);
+      for (int32_t h = kvh * group; h < (kvh + 1) * group; ++h)
+        Rows::Axpy(w[h * kChunkRows + j], seg, vd, o + h * vd);
     }
   }
 }
 
-template <bool kKF16, bool kVF16>
+template <class KRows, class VRows>
 void DecodePart(const AttentionArgs& a, int64_t slot_begin, int64_t slot_end, float* o, float* m,
                 float* l) {
   const int32_t nh = a.n_head;
@@ -175,12 +219,21 @@ void DecodePart(const AttentionArgs& a, int64_t slot_begin, int64_t slot_end, fl
   for (int64_t p = slot_begin; p < slot_end;) {
     // A chunk stays inside one block of each view (rows are contiguous only there).
     const int64_t cnt = std::min({kChunkRows, kbt - p % kbt, vbt - p % vbt, slot_end - p});
-    ChunkScores<kKF16>(a, a.k.Token(p), cnt, st);
+    ChunkScores<KRows>(a, a.k.Token(p), cnt, st);
     TransposeScores(nh, cnt, st, s);
     ChunkWeights(nh, vd, cnt, s, o, m, l);
-    ChunkValues<kVF16>(a, a.v.Token(p), cnt, s, o);
+    ChunkValues<VRows>(a, a.v.Token(p), cnt, s, o);
     p += cnt;
   }
+}
+
+// Calls fn.template operator()<Rows>() with the row format of dtype d (f32, f16 or q8_0: what
+// DecodePartApplies admits).
+template <class Fn>
+void WithRows(kvquant::KvDtype d, Fn&& fn) {
+  if (d == kvquant::KvDtype::kF16) return fn.template operator()<FloatRows<true>>();
+  if (d == kvquant::KvDtype::kQ8_0) return fn.template operator()<Q8Rows>();
+  fn.template operator()<FloatRows<false>>();
 }
 
 }  // namespace
@@ -191,12 +244,10 @@ void AttentionDecodePartAvx2(const AttentionArgs& a, int64_t slot_begin, int64_t
   std::fill(o, o + nh * a.VDim(), 0.0f);
   std::fill(m, m + nh, -std::numeric_limits<float>::infinity());
   std::fill(l, l + nh, 0.0f);
-  const bool kf16 = a.k.dtype == kvquant::KvDtype::kF16;
-  const bool vf16 = a.v.dtype == kvquant::KvDtype::kF16;
-  if (kf16 && vf16) return DecodePart<true, true>(a, slot_begin, slot_end, o, m, l);
-  if (kf16) return DecodePart<true, false>(a, slot_begin, slot_end, o, m, l);
-  if (vf16) return DecodePart<false, true>(a, slot_begin, slot_end, o, m, l);
-  DecodePart<false, false>(a, slot_begin, slot_end, o, m, l);
+  WithRows(a.k.dtype, [&]<class KRows>() {
+    WithRows(a.v.dtype,
+             [&]<class VRows>() { DecodePart<KRows, VRows>(a, slot_begin, slot_end, o, m, l); });
+  });
 }
 
 }  // namespace kvforge::kernels::internal

@@ -10,17 +10,21 @@
 namespace kvforge::kernels {
 namespace {
 
-bool PlainFloatRows(const KvPageView& v) {
-  return (v.dtype == kvquant::KvDtype::kF32 || v.dtype == kvquant::KvDtype::kF16) &&
-         v.recent == nullptr && v.row_tokens == 1 && v.block_tokens > 0;
+// f32 / f16 rows, or q8_0 rows whose heads are whole 32-value blocks, one token per row, no
+// residual window.
+bool WholeRowFormat(const KvPageView& v) {
+  const bool format = v.dtype == kvquant::KvDtype::kF32 || v.dtype == kvquant::KvDtype::kF16 ||
+                      (v.dtype == kvquant::KvDtype::kQ8_0 && v.head_dim % 32 == 0);
+  return format && v.recent == nullptr && v.row_tokens == 1 && v.block_tokens > 0;
 }
 
 }  // namespace
 
 bool DecodePartApplies(const AttentionArgs& a) {
   return a.n_q == 1 && a.slot_scores == nullptr && a.dead_begin >= a.dead_end &&
-         PlainFloatRows(a.k) && PlainFloatRows(a.v) && a.n_kv_head > 0 &&
-         a.n_head % a.n_kv_head == 0 && a.head_dim % 8 == 0 && a.VDim() % 8 == 0;
+         WholeRowFormat(a.k) && WholeRowFormat(a.v) && a.n_kv_head > 0 &&
+         a.n_head % a.n_kv_head == 0 && a.head_dim % 8 == 0 && a.VDim() % 8 == 0 &&
+         (a.v.dtype != kvquant::KvDtype::kQ8_0 || a.VDim() == a.v.head_dim);
 }
 
 void MergeDecodeParts(int64_t n_parts, int32_t n_head, int32_t v_dim, const float* o,

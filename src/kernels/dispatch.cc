@@ -24,6 +24,18 @@ bool CpuHasAvx512Vnni() {
 
 std::atomic<const KernelTable*> g_active{nullptr};
 
+}  // namespace
+
+namespace internal {
+bool CpuHasAvx512Bf16() {
+  static const bool has =
+      CpuHasAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+}  // namespace internal
+
+namespace {
+
 // The best table this CPU runs, unless KVFORGE_KERNELS names another one it runs ("avx2" on an
 // AVX-512 machine, say, to compare with a peer built for AVX2 only). An unknown or unavailable
 // name is ignored with a warning on stderr.
@@ -59,6 +71,11 @@ const KernelTable& Active() {
 
 bool QuantizesLargeBatches(const KernelTable& t, WType w) {
   return &t == &internal::kAvx512VnniTable && (w == WType::kQ4_K || w == WType::kQ5_K);
+}
+
+bool RoundsBatchActivationsToBf16(const KernelTable& t, WType w) {
+  const bool zmm = &t == &internal::kAvx512Table || &t == &internal::kAvx512VnniTable;
+  return zmm && w == WType::kBF16 && internal::CpuHasAvx512Bf16();
 }
 
 bool RoundsDecodeActivationsToHalf(const KernelTable& t, WType w) {

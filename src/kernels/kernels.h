@@ -188,8 +188,9 @@ struct KernelTable {
                                 float* o, float* m, float* l);
 };
 
-// Whether attention_decode_part computes a's attention: one query, plain f32 / f16 K and V rows
-// (no residual window), no dead slots, no observer, head widths multiples of 8.
+// Whether attention_decode_part computes a's attention: one query, f32 / f16 K and V rows or q8_0
+// rows whose heads are whole blocks (no residual window), no dead slots, no observer, head widths
+// multiples of 8.
 bool DecodePartApplies(const AttentionArgs& a);
 // Combines n_parts partial results of attention_decode_part over disjoint slot ranges of one
 // query into out[h * v_dim + d] (the normalized attention output, a.out's layout):
@@ -212,6 +213,10 @@ bool QuantizesLargeBatches(const KernelTable& t, WType w);
 // decode kernels for f16 and bf16 weights, as ggml does for f16): each product is then off by
 // up to 2^-11 of |w x|, a logit by about 1e-3 of its size rather than f32 rounding.
 bool RoundsDecodeActivationsToHalf(const KernelTable& t, WType w);
+// Whether table t rounds the float activations of calls of 3 tokens or more on
+// bf16 weights to bf16 (the AVX-512 tables on a CPU with AVX512_BF16, vdpbf16ps; ggml does the
+// same): each product is then off by up to 2^-8 of |w x|.
+bool RoundsBatchActivationsToBf16(const KernelTable& t, WType w);
 // Forces a table by name ("ref", "avx2", "avx512"); returns false when unavailable. For
 // benchmarks/tests.
 bool SetActive(const char* name);

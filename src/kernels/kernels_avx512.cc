@@ -343,6 +343,12 @@ void MatMulRowsAvx512Impl(WType w, const uint8_t* weights, size_t row_bytes, int
         return kAvx2Table.matmul_rows(w, weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);
     }
   }
+  // bf16 weights on a CPU with AVX512_BF16: vdpbf16ps on bf16-rounded activations
+  // (gemm_avx512_bf16.cc; BENCHMARKS.md, #46).
+  if (w == WType::kBF16 && !exact && CpuHasAvx512Bf16() &&
+      MatMulBf16Dot(weights, row_bytes, cols, reinterpret_cast<const float*>(x), n_tok, y, y_stride,
+                    r0, r1))
+    return;
   switch (w) {
     case WType::kF32:
       return MatMulFloat<WType::kF32>(weights, row_bytes, cols, x, n_tok, y, y_stride, r0, r1);

@@ -117,6 +117,14 @@ struct AlignedFloats {
   }
 };
 
+// Whether the CPU has AVX512_BF16 (vdpbf16ps) besides AVX-512F/BW (dispatch.cc; read once).
+bool CpuHasAvx512Bf16();
+// bf16 weights x float activations rounded to bf16, y[t * y_stride + r] for r in [r0, r1):
+// vdpbf16ps tiles (gemm_avx512_bf16.cc; only where CpuHasAvx512Bf16()). x: [n_tok][cols] floats.
+// Returns false, computing nothing, when its activation buffer cannot be allocated.
+bool MatMulBf16Dot(const uint8_t* weights, size_t row_bytes, int64_t cols, const float* x,
+                   int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1);
+
 extern const KernelTable kAvx2Table;
 // AVX-512F matmuls for float weights, the AVX2 kernels for the rest (kernels_avx512.cc).
 extern const KernelTable kAvx512Table;

@@ -1,7 +1,7 @@
 // attention_decode_part (every table) and MergeDecodeParts against the reference attention of one
-// query: random shapes (MHA, GQA, MQA, V wider or narrower than K), f32 and f16 rows, pages in a
-// shuffled order, block sizes that do and do not divide the chunk, depths from 1 slot up, and the
-// slots cut into 1-5 random parts (empty parts included). Tolerance 2e-5 + 2e-5 |want|: float
+// query: random shapes (MHA, GQA, MQA, V wider or narrower than K), f32, f16 and q8_0 rows, pages
+// in a shuffled order, block sizes that do and do not divide the chunk, depths from 1 slot up, and
+// the slots cut into 1-5 random parts (empty parts included). Tolerance 2e-5 + 2e-5 |want|: float
 // reassociation plus the SIMD exponential (relative error ~2e-7) against std::exp.
 #include <gtest/gtest.h>
 
@@ -14,31 +14,42 @@
 
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "kvquant/row_codec.h"
 
 namespace kvforge::kernels {
 namespace {
 
-// One layer's K or V rows: [n_blocks][block_tokens][heads * dim] values, f32 or f16.
+// One layer's K or V rows: [n_blocks][block_tokens][row] of heads * dim values, f32, f16 or q8_0
+// (34-byte blocks along the row, each row padded to 64 bytes as the store pads it).
 struct PagedRows {
   std::vector<uint8_t> bytes;
   KvPageView view;
 };
 
-PagedRows MakeRows(std::mt19937& rng, bool f16, int32_t heads, int32_t dim, int32_t block_tokens,
-                   const std::vector<int32_t>& table) {
+PagedRows MakeRows(std::mt19937& rng, kvquant::KvDtype dtype, int32_t heads, int32_t dim,
+                   int32_t block_tokens, const std::vector<int32_t>& table) {
   std::normal_distribution<float> nd;
   PagedRows r;
+  const size_t values = static_cast<size_t>(heads * dim);
+  const bool q8 = dtype == kvquant::KvDtype::kQ8_0, f16 = dtype == kvquant::KvDtype::kF16;
   const size_t elt = f16 ? 2 : 4;
-  const size_t token_stride = static_cast<size_t>(heads * dim) * elt;
+  const size_t row_bytes = q8 ? values / 32 * 34 : values * elt;
+  const size_t token_stride = (row_bytes + 63) / 64 * 64;
   const size_t block_stride = token_stride * static_cast<size_t>(block_tokens);
   r.bytes.resize(block_stride * table.size());
-  for (size_t i = 0; i < r.bytes.size() / elt; ++i) {
-    const float x = nd(rng);
-    if (f16) {
-      const uint16_t h = Fp32ToFp16(x);
-      std::memcpy(r.bytes.data() + 2 * i, &h, 2);
-    } else {
-      std::memcpy(r.bytes.data() + 4 * i, &x, 4);
+  std::vector<float> x(values);
+  for (size_t t = 0; t < r.bytes.size() / token_stride; ++t) {
+    for (float& xi : x) xi = nd(rng);
+    uint8_t* row = r.bytes.data() + t * token_stride;
+    for (size_t i = 0; i < values; ++i) {
+      if (q8) {
+        if (i % 32 == 0) kvquant::QuantizeBlockQ8_0(x.data() + i, row + i / 32 * 34);
+      } else if (f16) {
+        const uint16_t h = Fp32ToFp16(x[i]);
+        std::memcpy(row + 2 * i, &h, 2);
+      } else {
+        std::memcpy(row + 4 * i, &x[i], 4);
+      }
     }
   }
   KvPageView& v = r.view;
@@ -46,8 +57,8 @@ PagedRows MakeRows(std::mt19937& rng, bool f16, int32_t heads, int32_t dim, int3
   v.block_tokens = block_tokens;
   v.block_stride = block_stride;
   v.token_stride = token_stride;
-  v.head_stride = static_cast<size_t>(dim) * elt;
-  v.dtype = f16 ? kvquant::KvDtype::kF16 : kvquant::KvDtype::kF32;
+  v.head_stride = static_cast<size_t>(dim) * (q8 ? 1 : elt);
+  v.dtype = dtype;
   v.head_dim = dim;
   v.row_values = heads * dim;
   return r;
@@ -60,9 +71,18 @@ TEST(AttentionDecodePart, MergedPartsMatchReferenceAttention) {
   };
   const Shape shapes[] = {{4, 4, 8, 8},     {8, 2, 16, 16}, {5, 1, 64, 64},
                           {12, 12, 64, 64}, {6, 3, 24, 40}, {4, 2, 32, 8}};
-  int cases = 0;
+  using kvquant::KvDtype;
+  // (K, V) dtypes: q8_0 where the head width is whole 32-value blocks.
+  auto pairs_for = [](const Shape& sh) {
+    std::vector<std::pair<KvDtype, KvDtype>> p = {{KvDtype::kF32, KvDtype::kF16},
+                                                  {KvDtype::kF16, KvDtype::kF32}};
+    if (sh.hd % 32 == 0) p.push_back({KvDtype::kQ8_0, KvDtype::kF16});
+    if (sh.hd % 32 == 0 && sh.vd % 32 == 0) p.push_back({KvDtype::kQ8_0, KvDtype::kQ8_0});
+    return p;
+  };
+  int cases = 0, q8_cases = 0;
   for (const Shape& sh : shapes)
-    for (bool k_f16 : {false, true})
+    for (const auto& [k_dtype, v_dtype] : pairs_for(sh))
       for (const int32_t bt : {5, 16, 33})
         for (const int64_t n_kv : {int64_t{1}, int64_t{7}, int64_t{40}, int64_t{301}}) {
           const int64_t n_blocks = (n_kv + bt - 1) / bt;
@@ -70,8 +90,8 @@ TEST(AttentionDecodePart, MergedPartsMatchReferenceAttention) {
           for (int64_t i = 0; i < n_blocks; ++i)
             table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
           std::shuffle(table.begin(), table.end(), rng);
-          PagedRows k = MakeRows(rng, k_f16, sh.n_kv, sh.hd, bt, table);
-          PagedRows v = MakeRows(rng, !k_f16 || sh.vd == 8, sh.n_kv, sh.vd, bt, table);
+          PagedRows k = MakeRows(rng, k_dtype, sh.n_kv, sh.hd, bt, table);
+          PagedRows v = MakeRows(rng, v_dtype, sh.n_kv, sh.vd, bt, table);
           std::normal_distribution<float> nd;
           std::vector<float> q(static_cast<size_t>(sh.n_head * sh.hd));
           for (float& x : q) x = 2.0f * nd(rng);  // spread scores so the softmax is not flat
@@ -118,14 +138,17 @@ TEST(AttentionDecodePart, MergedPartsMatchReferenceAttention) {
                   << i;
           }
           ++cases;
+          q8_cases += k_dtype == KvDtype::kQ8_0;
         }
-  EXPECT_EQ(cases, 6 * 2 * 3 * 4);
+  EXPECT_EQ(cases, (6 * 2 + 3 + 2) * 3 * 4);
+  EXPECT_EQ(q8_cases, 5 * 3 * 4);
 }
 
 TEST(AttentionDecodePart, EmptyRangeIsTheMergeIdentity) {
   std::mt19937 rng(7);
   const std::vector<int32_t> table = {0};
-  PagedRows k = MakeRows(rng, true, 2, 8, 4, table), v = MakeRows(rng, true, 2, 8, 4, table);
+  PagedRows k = MakeRows(rng, kvquant::KvDtype::kF16, 2, 8, 4, table);
+  PagedRows v = MakeRows(rng, kvquant::KvDtype::kF16, 2, 8, 4, table);
   std::vector<float> q(16, 0.5f);
   AttentionArgs a;
   a.q = q.data();
@@ -158,7 +181,8 @@ TEST(AttentionDecodePart, EmptyRangeIsTheMergeIdentity) {
 TEST(AttentionDecodePart, AppliesOnlyToOneQueryOverPlainRows) {
   std::mt19937 rng(3);
   const std::vector<int32_t> table = {0};
-  PagedRows k = MakeRows(rng, true, 2, 8, 4, table), v = MakeRows(rng, false, 2, 8, 4, table);
+  PagedRows k = MakeRows(rng, kvquant::KvDtype::kF16, 2, 8, 4, table);
+  PagedRows v = MakeRows(rng, kvquant::KvDtype::kF32, 2, 8, 4, table);
   AttentionArgs a;
   a.n_q = 1;
   a.n_head = 4;
@@ -179,7 +203,9 @@ TEST(AttentionDecodePart, AppliesOnlyToOneQueryOverPlainRows) {
   b.slot_scores = scores;  // an eviction policy observes the weights
   EXPECT_FALSE(DecodePartApplies(b));
   b = a;
-  b.k.dtype = kvquant::KvDtype::kQ8_0;
+  b.k.dtype = kvquant::KvDtype::kQ8_0;  // head_dim 8: q8_0 blocks would span heads
+  EXPECT_FALSE(DecodePartApplies(b));
+  b.k.dtype = kvquant::KvDtype::kQ4_0;
   EXPECT_FALSE(DecodePartApplies(b));
   b = a;
   b.head_dim = 12;

@@ -45,6 +45,21 @@ std::vector<float> TokenByTokenReference(WType w, const uint8_t* weights, size_t
   return y;
 }
 
+// The reference on activations rounded to bf16 (round to nearest even), for a table that rounds a
+// large batch's activations on bf16 weights itself (RoundsBatchActivationsToBf16): its products
+// are then exact up to f32 accumulation. x: [n_tok][cols] floats, y: [n_tok][rows].
+std::vector<float> Bf16ActivationReference(WType w, const uint8_t* weights, size_t row_bytes,
+                                           int64_t cols, const float* x, int64_t n_tok,
+                                           int64_t rows) {
+  std::vector<float> xr(static_cast<size_t>(n_tok * cols));
+  for (size_t i = 0; i < xr.size(); ++i) xr[i] = Bf16ToFp32(Fp32ToBf16(x[i]));
+  std::vector<float> y(static_cast<size_t>(n_tok * rows));
+  ReferenceTable().matmul_rows(w, weights, row_bytes, cols,
+                               reinterpret_cast<const uint8_t*>(xr.data()), n_tok, y.data(), rows,
+                               0, rows);
+  return y;
+}
+
 TEST(KernelsTest, DispatchPicksAvailableTable) {
   const auto tables = AvailableTables();
   ASSERT_FALSE(tables.empty());
@@ -122,9 +137,12 @@ TEST_P(MatMulTest, SimdMatchesReferenceOnOddShapes) {
           }
           // Prepared activations are bit-identical (same rounding rule).
           EXPECT_EQ(0, std::memcmp(xsimd.data() + 1, xref.data() + 1, xr * n_tok)) << k->name;
+          const bool bf16_x = n_tok >= 3 && RoundsBatchActivationsToBf16(*k, w);
           const std::vector<float> expected =
               floats && QuantizesLargeBatches(*k, w)
                   ? TokenByTokenReference(w, wbuf.data() + 1, rb, cols, x.data(), n_tok, rows)
+              : bf16_x
+                  ? Bf16ActivationReference(w, wbuf.data() + 1, rb, cols, x.data(), n_tok, rows)
                   : yref;
           std::fill(ysimd.begin(), ysimd.end(), 0.0f);
           // Split the rows in two calls to test partial ranges.
@@ -193,6 +211,8 @@ TEST_P(MatMulTest, PackedGemmMatchesReferenceAcrossBlockEdges) {
     const std::vector<float> expected =
         QuantizesLargeBatches(*k, w)
             ? TokenByTokenReference(w, wbuf.data() + 1, rb, cols, xf.data(), n_tok, rows)
+        : RoundsBatchActivationsToBf16(*k, w)
+            ? Bf16ActivationReference(w, wbuf.data() + 1, rb, cols, xf.data(), n_tok, rows)
             : yref;
     for (size_t i = 0; i < yref.size(); ++i)
       ASSERT_NEAR(ysimd[i], expected[i],

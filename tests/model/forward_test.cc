@@ -123,7 +123,11 @@ TEST_P(ForwardVsReference, EveryKernelTableMatchesTheOracle) {
     ASSERT_TRUE(kernels::SetActive(t->name));
     const auto got = EngineLogits(*run, tokens, 16);
     const double err = MaxRelError(got, want);
-    EXPECT_LT(err, c.tolerance) << c.name << " with kernels " << t->name;
+    // bf16 weights on AVX512_BF16 round a prefill's activations to bf16 (2^-8 of each product,
+    // as llama.cpp does): 1.8e-3 of the logit range measured, against 1e-4 in f32.
+    const bool bf16_x = c.path.empty() && c.spec.dtype == tensor::DType::kBF16 &&
+                        kernels::RoundsBatchActivationsToBf16(*t, kernels::WType::kBF16);
+    EXPECT_LT(err, bf16_x ? 5e-3 : c.tolerance) << c.name << " with kernels " << t->name;
     // Greedy choices agree wherever the reference's top-2 margin is not a near-tie.
     const size_t V = want[0].size();
     for (size_t i = 0; i < want.size(); ++i) {

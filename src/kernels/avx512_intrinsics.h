@@ -1,5 +1,7 @@
 // avx512_intrinsics.h — <immintrin.h> for the AVX-512 translation units (kernels_avx512.cc,
-// gemm_avx512.cc); include ONLY from files compiled with -mavx512f.
+// gemm_avx512.cc, gemm_avx512_bf16.cc, kernels_avx512_vnni.cc), and the helpers they share;
+// include ONLY from files compiled with -mavx512f. The helpers are `static inline`, so each unit
+// keeps its own copy and no AVX-512 code becomes a weak symbol another caller could link to.
 //
 // gcc 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
 // masked builtins, which -Wuninitialized reports inside the header (GCC PR 105593). The
@@ -11,3 +13,16 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+
+namespace kvforge::kernels::internal {
+
+// The sum of 16 lanes, in a fixed order: halves, then quarters, pairs, lanes.
+static inline float HSum16(__m512 v) {
+  const __m512 halves = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m256 h = _mm512_castps512_ps256(halves);
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+}
+
+}  // namespace kvforge::kernels::internal

@@ -22,14 +22,6 @@ namespace {
 constexpr int kRows = 6;  // weight rows per tile
 constexpr int kToks = 4;  // tokens per tile: 24 accumulators, 6 weight and 1 activation register
 
-inline float HSum16(__m512 v) {
-  const __m512 halves = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  const __m256 h = _mm512_castps512_ps256(halves);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
-}
-
 // A thread's bf16 copy of a call's activations, [n_tok][padded] (padded: cols rounded up to 32,
 // zero-filled), kept between calls; freed when the thread ends.
 class Bf16Activations {

@@ -73,14 +73,17 @@ bool QuantizesLargeBatches(const KernelTable& t, WType w) {
   return &t == &internal::kAvx512VnniTable && (w == WType::kQ4_K || w == WType::kQ5_K);
 }
 
+// The tables whose float-weight matmuls are kernels_avx512.cc's.
+bool IsZmmTable(const KernelTable& t) {
+  return &t == &internal::kAvx512Table || &t == &internal::kAvx512VnniTable;
+}
+
 bool RoundsBatchActivationsToBf16(const KernelTable& t, WType w) {
-  const bool zmm = &t == &internal::kAvx512Table || &t == &internal::kAvx512VnniTable;
-  return zmm && w == WType::kBF16 && internal::CpuHasAvx512Bf16();
+  return IsZmmTable(t) && w == WType::kBF16 && internal::CpuHasAvx512Bf16();
 }
 
 bool RoundsDecodeActivationsToHalf(const KernelTable& t, WType w) {
-  const bool zmm = &t == &internal::kAvx512Table || &t == &internal::kAvx512VnniTable;
-  return zmm && (w == WType::kF16 || w == WType::kBF16);
+  return IsZmmTable(t) && (w == WType::kF16 || w == WType::kBF16);
 }
 
 bool SetActive(const char* name) {

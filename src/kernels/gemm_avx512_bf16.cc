@@ -124,10 +124,7 @@ bool MatMulBf16Dot(const uint8_t* weights, size_t row_bytes, int64_t cols, const
   uint16_t* xb = t_activations.Get(static_cast<size_t>(n_tok * padded));  // [n_tok][padded]
   if (xb == nullptr) return false;
   for (int64_t t = 0; t < n_tok; ++t) RoundRowToBf16(x + t * cols, cols, padded, xb + t * padded);
-  // Row blocks that stay in L2 while every token tile passes them (as MatMulFloat's).
-  constexpr int64_t kL2Bytes = 768 * 1024;
-  const int64_t fit = kL2Bytes / static_cast<int64_t>(row_bytes);
-  const int64_t row_block = fit >= 48 ? 48 : (fit < kRows ? kRows : fit / kRows * kRows);
+  const int64_t row_block = L2RowBlock(row_bytes, kRows);  // stays in L2 for every tile
   for (int64_t rb = r0; rb < r1; rb += row_block) {
     const int64_t re = rb + row_block < r1 ? rb + row_block : r1;
     int64_t t = 0;

@@ -130,12 +130,7 @@ template <WType W>
 void MatMulFloat(const uint8_t* weights, size_t row_bytes, int64_t cols, const uint8_t* x,
                  int64_t n_tok, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   const size_t x_row = PreparedRowBytes(W, cols);
-  // A block of rows stays in L2 while every token passes it: 48 rows (f16, cols 8192: 768 KiB),
-  // fewer for wider rows (a 44032-wide down projection: 6 rows, 516 KiB), so that a verify or
-  // prefill call of a few token tiles reads each weight from memory once, not once per tile.
-  constexpr int64_t kL2Bytes = 768 * 1024;
-  const int64_t fit = kL2Bytes / static_cast<int64_t>(row_bytes);
-  const int64_t row_block = fit >= 48 ? 48 : (fit < kRows ? kRows : fit / kRows * kRows);
+  const int64_t row_block = L2RowBlock(row_bytes, kRows);  // stays in L2 for every tile
   for (int64_t rb = r0; rb < r1; rb += row_block) {
     const int64_t re = rb + row_block < r1 ? rb + row_block : r1;
     int64_t t = 0;

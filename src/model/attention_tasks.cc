@@ -66,7 +66,7 @@ namespace {
 
 // The arguments of one sequence's attention over every head (the task loop below narrows them).
 kernels::AttentionArgs SequenceArgs(const SeqChunk& s, const AttentionJob& job,
-                                    kvstore::KvAccess& kv, size_t si, bool own_views) {
+                                    const kvstore::KvAccess& kv, size_t si, bool own_views) {
   kernels::AttentionArgs a;
   a.q = job.q + s.token_begin * job.q_stride;
   a.q_stride = job.q_stride;
@@ -84,46 +84,46 @@ kernels::AttentionArgs SequenceArgs(const SeqChunk& s, const AttentionJob& job,
   return a;
 }
 
-// Whether sequence si's attention in this layer reads whole rows (attention_decode_part): one
-// query over the cache's plain float rows, nothing observed, not sparse, no dead slot in any head.
-bool ReadsWholeRows(const SeqChunk& s, const AttentionJob& job, kvstore::KvAccess& kv, size_t si) {
+// Whether sequence s's attention `a` (SequenceArgs, the cache's own views) reads whole rows
+// (attention_decode_part): one query over f32 / f16 / q8_0 rows, nothing observed, not sparse,
+// no dead slot in any head.
+bool ReadsWholeRows(const SeqChunk& s, const AttentionJob& job, const kvstore::KvAccess& kv,
+                    const kernels::AttentionArgs& a) {
   if (s.n_tokens != 1 || (s.observed != nullptr && s.observe_from < 1)) return false;
   if (s.sparse != nullptr && job.layer >= s.sparse->dense_layers) return false;
   for (int32_t h = 0; h < job.n_kv_head; ++h) {
     const kvstore::SlotRange dead = kv.DeadSlots(job.layer, s.kv_seq, h);
     if (dead.begin < dead.end) return false;
   }
-  return kernels::DecodePartApplies(SequenceArgs(s, job, kv, si, /*own_views=*/false));
+  return kernels::DecodePartApplies(a);
 }
 
-// Decode sequences read row by row, each split into parts of at least kMinPartSlots slots (block
-// aligned) when there are fewer sequences than threads, so a lone long sequence still streams on
-// every core; the parts' partial softmax sums are merged per sequence afterwards.
-void RunDecodeParts(const Batch& batch, const AttentionJob& job, kvstore::KvAccess& kv,
-                    const std::vector<size_t>& seqs, Workspace& ws, kernels::ThreadPool& pool) {
-  if (seqs.empty()) return;
+// Decode sequences read row by row (args: one per sequence, ReadsWholeRows), each split into
+// parts of at least kMinPartSlots slots (block aligned) when there are fewer sequences than
+// threads, so a lone long sequence still streams on every core; the parts' partial softmax sums
+// are merged into each sequence's output afterwards.
+void RunDecodeParts(const AttentionJob& job, const std::vector<kernels::AttentionArgs>& args,
+                    Workspace& ws, kernels::ThreadPool& pool) {
+  if (args.empty()) return;
   constexpr int64_t kMinPartSlots = 256;
   struct Part {
-    size_t seq;
+    size_t seq;  // index into args
     int64_t begin, end;
   };
   std::vector<Part> parts;
-  std::vector<size_t> first_part;  // per entry of seqs, its first part; then parts.size()
+  std::vector<size_t> first_part;  // per entry of args, its first part; then parts.size()
+  const auto n_seqs = static_cast<int64_t>(args.size());
   const int64_t threads = pool.num_threads();
-  const int64_t per_seq = static_cast<int64_t>(seqs.size()) >= threads
-                              ? 1
-                              : (2 * threads + static_cast<int64_t>(seqs.size()) - 1) /
-                                    static_cast<int64_t>(seqs.size());
-  for (size_t si : seqs) {
-    const SeqChunk& s = batch.seqs[si];
-    const int64_t n_kv = s.first_slot() + 1;
-    const int64_t bt = std::max<int64_t>(1, kv.KeyView(job.layer, s.kv_seq).block_tokens);
+  const int64_t per_seq = n_seqs >= threads ? 1 : (2 * threads + n_seqs - 1) / n_seqs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const int64_t n_kv = args[i].slot0 + 1;
+    const int64_t bt = std::max<int64_t>(1, args[i].k.block_tokens);
     const int64_t n = std::max<int64_t>(1, std::min(per_seq, n_kv / kMinPartSlots));
     first_part.push_back(parts.size());
     int64_t begin = 0;
-    for (int64_t i = 1; i <= n; ++i) {
-      const int64_t end = i == n ? n_kv : (n_kv * i / n + bt - 1) / bt * bt;
-      if (end > begin) parts.push_back({si, begin, end});
+    for (int64_t c = 1; c <= n; ++c) {
+      const int64_t end = c == n ? n_kv : (n_kv * c / n + bt - 1) / bt * bt;
+      if (end > begin) parts.push_back({i, begin, end});
       begin = std::max(begin, end);
     }
   }
@@ -140,17 +140,15 @@ void RunDecodeParts(const Batch& batch, const AttentionJob& job, kvstore::KvAcce
   pool.ParallelForDynamic(np, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t pi = b; pi < e; ++pi) {
       const Part& part = parts[static_cast<size_t>(pi)];
-      const kernels::AttentionArgs a =
-          SequenceArgs(batch.seqs[part.seq], job, kv, part.seq, /*own_views=*/false);
-      kt.attention_decode_part(a, part.begin, part.end, o + pi * nh * vd, m + pi * nh, l + pi * nh);
+      kt.attention_decode_part(args[part.seq], part.begin, part.end, o + pi * nh * vd, m + pi * nh,
+                               l + pi * nh);
     }
   });
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const SeqChunk& s = batch.seqs[seqs[i]];
+  for (size_t i = 0; i < args.size(); ++i) {
     const auto p0 = static_cast<int64_t>(first_part[i]);
     const int64_t n = static_cast<int64_t>(first_part[i + 1]) - p0;
     kernels::MergeDecodeParts(n, job.n_head, static_cast<int32_t>(vd), o + p0 * nh * vd,
-                              m + p0 * nh, l + p0 * nh, job.out + s.token_begin * job.out_stride);
+                              m + p0 * nh, l + p0 * nh, args[i].out);
   }
 }
 
@@ -181,10 +179,19 @@ void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvA
   std::vector<size_t> all = job.seqs;
   if (all.empty())
     for (size_t si = 0; si < batch.seqs.size(); ++si) all.push_back(si);
-  std::vector<size_t> seqs, row_seqs;  // the per-head tasks below; the whole-row decode parts
-  for (size_t si : all)
-    (!own_views && ReadsWholeRows(batch.seqs[si], job, kv, si) ? row_seqs : seqs).push_back(si);
-  RunDecodeParts(batch, job, kv, row_seqs, ws, pool);
+  std::vector<size_t> seqs;                      // the per-head tasks below
+  std::vector<kernels::AttentionArgs> row_args;  // the whole-row decode parts, one per sequence
+  for (size_t si : all) {
+    if (!own_views) {
+      kernels::AttentionArgs a = SequenceArgs(batch.seqs[si], job, kv, si, /*own_views=*/false);
+      if (ReadsWholeRows(batch.seqs[si], job, kv, a)) {
+        row_args.push_back(a);
+        continue;
+      }
+    }
+    seqs.push_back(si);
+  }
+  RunDecodeParts(job, row_args, ws, pool);
   if (seqs.empty()) return;
   const int32_t group = job.n_head / job.n_kv_head;
   const int32_t splits = QueryHeadSplits(batch, job, seqs, kQChunk, pool.num_threads());
@@ -207,13 +214,11 @@ void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvA
     for (int64_t ti = b; ti < e; ++ti) {
       const Task& task = tasks[static_cast<size_t>(ti)];
       const auto& s = batch.seqs[task.seq];
-      kernels::AttentionArgs a;
-      a.q = job.q + (s.token_begin + task.q0) * job.q_stride;
-      a.q_stride = job.q_stride;
-      a.out = job.out + (s.token_begin + task.q0) * job.out_stride;
-      a.out_stride = job.out_stride;
+      kernels::AttentionArgs a = SequenceArgs(s, job, kv, task.seq, own_views);
+      a.q += task.q0 * job.q_stride;
+      a.out += task.q0 * job.out_stride;
       a.n_q = task.nq;
-      a.slot0 = s.first_slot() + task.q0;
+      a.slot0 += task.q0;
       // Decompressed views (MLA's naive path) have one head per query head over the cache's one.
       const kvstore::SlotRange dead = kv.DeadSlots(l, s.kv_seq, own_views ? 0 : task.kvh);
       a.dead_begin = dead.begin;
@@ -222,18 +227,11 @@ void RunAttentionTasks(const Batch& batch, const AttentionJob& job, kvstore::KvA
         a.slot_scores = ws.observed.data() + task.observed_row * max_kv;
         a.observe_from = s.observe_from - task.q0;
       }
-      a.n_head = job.n_head;
-      a.n_kv_head = job.n_kv_head;
       if (task.nh != group) {  // part of one KV head's group (n_kv_head is 1): heads h0.. only
         a.q += static_cast<int64_t>(task.h0) * job.head_dim;
         a.out += static_cast<int64_t>(task.h0) * (job.v_dim > 0 ? job.v_dim : job.head_dim);
         a.n_head = task.nh;
       }
-      a.head_dim = job.head_dim;
-      a.v_dim = job.v_dim;
-      a.scale = job.scale;
-      a.k = own_views ? job.k_views[task.seq] : kv.KeyView(l, s.kv_seq);
-      a.v = own_views ? job.v_views[task.seq] : kv.ValueView(l, s.kv_seq);
       // One task, one thread: its gathered block table / positions live until the call ends.
       thread_local std::vector<int32_t> gathered_blocks, gathered_positions;
       if (!own_views && s.sparse != nullptr && s.n_tokens == 1 && l >= s.sparse->dense_layers)
